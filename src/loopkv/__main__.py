@@ -1,0 +1,5 @@
+import sys
+
+from loopkv.cli import main
+
+sys.exit(main())

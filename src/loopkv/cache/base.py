@@ -1,0 +1,92 @@
+"""The one interface between attention and KV storage in a looped LM.
+
+A looped LM runs D shared layers T times per token. Attention at (loop t, layer d) hands the new
+tokens' pre-RoPE keys and values to `update(t, d, positions, k, v)` and attends over whatever it
+returns: post-RoPE keys and values for every token so far (past tokens as the method stores them,
+the new tokens exact). How past tokens are stored (all T*D entries, a latent per token, one
+overwritten row, quantised, ...) is entirely the method's business, so adding a KV method means
+adding one file with one subclass and a registry entry.
+
+Call order for one forward over L new tokens:
+    begin_forward(positions)                  # once
+    update(t, d, positions, k, v)             # for t in range(T), for d in range(D)
+    end_forward()                             # once; the L tokens now count as cached
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import torch
+
+from loopkv.models.rope import Rotary, apply_rope
+
+
+class LoopCache(ABC):
+    """Base class for every KV method. Subclasses state their bytes per token as a formula."""
+
+    # Attributes transformers' generate() inspects on a cache object.
+    is_compileable = False
+    is_croppable = False
+
+    def __init__(self, config):
+        self.num_loops = config.total_ut_steps
+        self.num_layers = config.num_hidden_layers
+        self.num_kv_heads = config.num_key_value_heads
+        self.head_dim = config.head_dim
+        self.rotary = Rotary(config.head_dim, config.rope_theta)
+        self._seen_tokens = 0
+        self._pending = 0
+        self._rope_for: torch.Tensor | None = None
+        self._rope_tables: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    @property
+    def is_linear(self) -> list[bool]:
+        return [False]
+
+    # -- the forward protocol -------------------------------------------------------------
+    def begin_forward(self, positions: torch.Tensor) -> None:
+        """positions (B, L): RoPE positions of the new tokens (shared by all their loops)."""
+        self._pending = positions.shape[1]
+
+    @abstractmethod
+    def update(self, loop: int, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+        """k, v (B, H_kv, L, d_head), pre-RoPE, for the new tokens at (loop, layer).
+
+        Returns (keys, values) of shape (B, H_kv, S, d_head) over all S = cached + new tokens,
+        keys with RoPE applied at each token's position.
+        """
+
+    def end_forward(self) -> None:
+        self._seen_tokens += self._pending
+        self._pending = 0
+
+    # -- queries --------------------------------------------------------------------------
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self._seen_tokens
+
+    @abstractmethod
+    def bytes_per_token(self, dtype: torch.dtype) -> int:
+        """Persistent cache bytes per token (all loops, layers, heads), from the method's formula."""
+
+    @abstractmethod
+    def cached_tensors(self) -> list[torch.Tensor]:
+        """Every tensor the method keeps between forwards (for measured byte counts)."""
+
+    def allocated_bytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.cached_tensors())
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        raise NotImplementedError(f"{type(self).__name__} does not support beam search")
+
+    # -- helpers for subclasses -----------------------------------------------------------
+    def rope(self, positions: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """Rotate k (B, H, L, d) to `positions` (B, L); tables are reused across the T*D calls of one forward."""
+        if self._rope_for is not positions:
+            self._rope_tables = self.rotary.cos_sin(positions, k.dtype)
+            self._rope_for = positions
+        cos, sin = self._rope_tables
+        return apply_rope(k, cos, sin)
+
+    def entry(self, loop: int, layer: int) -> int:
+        """Index of a (loop, layer) entry, Ouro's convention: loop * num_layers + layer."""
+        return loop * self.num_layers + layer

@@ -1,0 +1,39 @@
+"""`full`: the teacher's cache. Every (loop, layer) keeps its own K and V for every token.
+
+Bytes per token = 2 * T * D * H_kv * d_head * bytes(dtype)   (768 KiB for Ouro-1.4B in bf16).
+"""
+from __future__ import annotations
+
+import torch
+
+from loopkv.cache.base import LoopCache
+
+
+class FullLoopCache(LoopCache):
+    name = "full"
+
+    def __init__(self, config):
+        super().__init__(config)
+        n = self.num_loops * self.num_layers
+        self.keys: list[torch.Tensor | None] = [None] * n  # post-RoPE
+        self.values: list[torch.Tensor | None] = [None] * n
+
+    def update(self, loop, layer, positions, k, v):
+        i = self.entry(loop, layer)
+        k = self.rope(positions, k)
+        if self.keys[i] is not None:
+            k = torch.cat([self.keys[i], k], dim=2)
+            v = torch.cat([self.values[i], v], dim=2)
+        self.keys[i], self.values[i] = k, v
+        return k, v
+
+    def bytes_per_token(self, dtype):
+        element = torch.tensor([], dtype=dtype).element_size()
+        return 2 * self.num_loops * self.num_layers * self.num_kv_heads * self.head_dim * element
+
+    def cached_tensors(self):
+        return [t for t in self.keys + self.values if t is not None]
+
+    def reorder_cache(self, beam_idx):
+        self.keys = [t.index_select(0, beam_idx) if t is not None else None for t in self.keys]
+        self.values = [t.index_select(0, beam_idx) if t is not None else None for t in self.values]

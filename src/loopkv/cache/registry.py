@@ -1,0 +1,18 @@
+"""Name -> KV method class. Adding a method = one file in loopkv/cache and one line here."""
+from __future__ import annotations
+
+from loopkv.cache.base import LoopCache
+from loopkv.cache.full import FullLoopCache
+from loopkv.errors import LoopKVError
+
+METHODS: dict[str, type[LoopCache]] = {
+    FullLoopCache.name: FullLoopCache,
+}
+
+
+def make_cache(name: str, config, **kwargs) -> LoopCache:
+    try:
+        cls = METHODS[name]
+    except KeyError:
+        raise LoopKVError(f"unknown KV method {name!r} (known: {', '.join(sorted(METHODS))})") from None
+    return cls(config, **kwargs)

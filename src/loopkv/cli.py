@@ -1,0 +1,45 @@
+"""`loopkv` command line: the subcommands the Snakemake rules call.
+
+Each area of the package contributes its subcommands through a `register(subparsers)` function, so
+this file only assembles them. Rules pass the config slice they use as JSON (`--cfg`), so that the
+command sees exactly what Snakemake tracks as the rule's params.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from loopkv.cli_args import json_arg  # noqa: F401  (re-exported for command modules)
+from loopkv.errors import LoopKVError
+
+# modules with a `register(subparsers)` function, in the order they appear in --help
+_COMMAND_MODULES = (
+    "loopkv.data.commands",
+    "loopkv.train.commands",
+    "loopkv.eval.commands",
+    "loopkv.config_commands",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="loopkv", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in _COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        result = args.func(args)
+    except LoopKVError as e:
+        print(f"loopkv {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""`loopkv data-corpus`, `data-tokenizer`, `data-task`: each builds its whole output directory atomically,
+with a manifest.json holding the stats and the provenance block."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from loopkv.utils.atomic import atomic_path, write_json
+from loopkv.utils.provenance import Provenance
+
+
+def register(subparsers) -> None:
+    from loopkv.cli import json_arg   # here, not at module level: loopkv.cli imports this module
+
+    p = subparsers.add_parser("data-corpus", help="clean the source texts and split them into train/val/test")
+    p.add_argument("--cfg", type=json_arg, required=True, help="the data.corpus config section as JSON")
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--out", type=Path, required=True, help="output directory")
+    p.set_defaults(func=run_corpus)
+
+    p = subparsers.add_parser("data-tokenizer", help="train (or copy) the tokenizer")
+    p.add_argument("--cfg", type=json_arg, required=True, help="the data.tokenizer config section as JSON")
+    p.add_argument("--train", type=Path, required=True, help="the corpus train split (train.txt)")
+    p.add_argument("--out", type=Path, required=True, help="output directory")
+    p.set_defaults(func=run_tokenizer)
+
+    p = subparsers.add_parser("data-task", help="generate a synthetic task's train/test examples")
+    p.add_argument("name", help="task name: passkey, arithmetic or cloze")
+    p.add_argument("--cfg", type=json_arg, required=True, help="the data.tasks.<name> config section as JSON")
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--corpus", type=Path, help="corpus directory (passkey, cloze)")
+    p.add_argument("--tokenizer", type=Path, help="tokenizer directory (passkey)")
+    p.add_argument("--out", type=Path, required=True, help="output directory")
+    p.set_defaults(func=run_task)
+
+
+def run_corpus(args) -> int:
+    from loopkv.data.corpus import build_corpus
+    from loopkv.data.sources import resolve_sources
+
+    inputs = {source.name: source.path for source in resolve_sources(args.cfg)}
+    provenance = Provenance(args.cfg, args.seed, inputs)
+    return _build(args.out, provenance, lambda out: build_corpus(args.cfg, args.seed, out))
+
+
+def run_tokenizer(args) -> int:
+    from loopkv.data.tokenizer import train_tokenizer
+
+    inputs = {"train": args.train}
+    if isinstance(args.cfg, dict) and args.cfg.get("kind") == "pretrained" and args.cfg.get("path"):
+        if Path(args.cfg["path"]).is_dir():   # a bad path is reported by train_tokenizer, naming the key
+            inputs["pretrained"] = Path(args.cfg["path"])
+    provenance = Provenance(args.cfg, None, inputs)
+    return _build(args.out, provenance, lambda out: train_tokenizer(args.cfg, args.train, out))
+
+
+def run_task(args) -> int:
+    from loopkv.data.tasks import build_task, get_task
+
+    get_task(args.name)   # fail on a bad name before anything is hashed or written
+    inputs = {name: path for name, path in (("corpus", args.corpus), ("tokenizer", args.tokenizer)) if path}
+    provenance = Provenance(args.cfg, args.seed, inputs)
+    return _build(args.out, provenance,
+                  lambda out: build_task(args.name, args.cfg, args.seed, args.corpus, args.tokenizer, out))
+
+
+def _build(out_dir: Path, provenance: Provenance, build) -> int:
+    """Run build(tmp_dir), add the manifest, and only then put the directory in place."""
+    with atomic_path(out_dir) as tmp:
+        tmp.mkdir()
+        stats = build(tmp)
+        write_json(tmp / "manifest.json", {"stats": stats, "provenance": provenance.block()})
+    print(json.dumps({"out": str(out_dir), "stats": _brief(stats)}, sort_keys=True))
+    return 0
+
+
+def _brief(stats: dict) -> dict:
+    # the console line leaves out per-file detail; manifest.json has everything
+    return {k: v for k, v in stats.items() if k != "sources"}

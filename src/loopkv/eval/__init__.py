@@ -1,0 +1,1 @@
+"""Evaluation: streaming generation through a KV method, likelihood scoring, task metrics."""

@@ -1,0 +1,1 @@
+"""Training: teacher pretraining (tiny scale); later, codec distillation and MELT stages."""

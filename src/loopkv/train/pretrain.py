@@ -1,0 +1,131 @@
+"""Pretrain the tiny looped teacher from scratch (embedded default only; paper scale loads Ouro).
+
+Resumable: a checkpoint (model, optimizer, step, curve) is written every `checkpoint_every`
+steps; rerunning continues from it. Batches and the lr are functions of the step, so a resumed
+run computes the same updates as an uninterrupted one (bitwise on CPU).
+"""
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from loopkv.data.tokenizer import load_tokenizer
+from loopkv.models import OuroConfig, OuroForCausalLM
+from loopkv.train.checkpoint import load_checkpoint, save_checkpoint
+from loopkv.train.mixture import Mixture, encode_text, heldout_windows, load_task_examples
+from loopkv.train.objectives import ouro_loss, per_loop_cross_entropy
+from loopkv.train.schedule import warmup_cosine
+from loopkv.utils.seeding import derive_seed, seed_everything
+
+
+def build_teacher_config(arch: dict, tokenizer, dtype: str) -> OuroConfig:
+    return OuroConfig(
+        vocab_size=len(tokenizer),
+        num_key_value_heads=arch["num_attention_heads"],
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        dtype=dtype,
+        **arch,
+    )
+
+
+def _optimizer(model, cfg):
+    # no weight decay on norms, biases and the gate, as usual for transformers
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (decay if p.ndim >= 2 and "early_exit_gate" not in name else no_decay).append(p)
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=cfg["lr"], betas=(0.9, 0.95), eps=1e-8,
+    )
+
+
+@torch.no_grad()
+def validation_loss(model, windows: torch.Tensor, batch_size: int) -> dict:
+    """Per-loop and exit-weighted next-token CE (nats/token) on fixed held-out windows."""
+    model.eval()
+    total_loops = None
+    total_expected = 0.0
+    count = 0
+    for i in range(0, len(windows), batch_size):
+        rows = windows[i:i + batch_size]
+        out = model(rows[:, :-1], output_loop_logits=True, use_cache=False)
+        ce = per_loop_cross_entropy(out.loop_logits, rows[:, 1:])          # (T, B, L)
+        n = ce[0].numel()
+        loops = ce.sum(dim=(1, 2))
+        total_loops = loops if total_loops is None else total_loops + loops
+        total_expected += float((out.exit_pdf.permute(2, 0, 1) * ce).sum())
+        count += n
+    model.train()
+    per_loop = (total_loops / count).tolist()
+    return {"final_loop_ce": per_loop[-1], "per_loop_ce": per_loop, "expected_ce": total_expected / count}
+
+
+def pretrain(cfg: dict, arch: dict, dtype: str, seed: int, corpus_dir, tokenizer_dir, task_dirs: dict,
+             out_dir, checkpoint_dir, progress: bool = True) -> dict:
+    """Train; write the model (save_pretrained + tokenizer) into out_dir. Returns the curve."""
+    torch.set_num_threads(cfg["threads"])
+    seed_everything(derive_seed(seed, "teacher-init"))
+    tokenizer = load_tokenizer(tokenizer_dir)
+    corpus_ids = encode_text(tokenizer, Path(corpus_dir, "train.txt").read_text())
+    val_ids = encode_text(tokenizer, Path(corpus_dir, "val.txt").read_text())
+    tasks = load_task_examples(tokenizer, task_dirs)
+    mixture = Mixture(corpus_ids, tasks, cfg["mixture"], cfg["seq_len"], tokenizer.eos_token_id,
+                      derive_seed(seed, "teacher-data"))
+    val_windows = heldout_windows(val_ids, cfg["seq_len"], cfg["eval_batches"] * cfg["batch_size"])
+
+    config = build_teacher_config(arch, tokenizer, dtype)
+    model = OuroForCausalLM(config).to(getattr(torch, dtype))
+    optimizer = _optimizer(model, cfg)
+    state = load_checkpoint(checkpoint_dir)
+    start, curve = 0, {"train": [], "val": []}
+    if state is not None:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        start, curve = state["step"], state["curve"]
+        torch.set_rng_state(state["torch_rng"])
+
+    model.train()
+    steps = cfg["steps"]
+    tokens_per_step = cfg["batch_size"] * cfg["seq_len"]
+    bar = tqdm(range(start, steps), initial=start, total=steps, desc="teacher", disable=not progress)
+    for step in bar:
+        t0 = time.perf_counter()
+        lr = cfg["lr"] * warmup_cosine(step, steps, cfg["warmup_steps"], cfg["min_lr_ratio"])
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        rows = mixture.batch(step, cfg["batch_size"])
+        out = model(rows[:, :-1], output_loop_logits=True, use_cache=False)
+        terms = ouro_loss(out.loop_logits, out.exit_pdf, rows[:, 1:], cfg["entropy_beta"])
+        loss_value = float(terms["loss"].detach())
+        if not math.isfinite(loss_value):  # stop before a NaN reaches the weights or a checkpoint
+            raise FloatingPointError(f"teacher loss is {loss_value} at step {step}")
+        optimizer.zero_grad(set_to_none=True)
+        terms["loss"].backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["grad_clip"])
+        optimizer.step()
+        dt = time.perf_counter() - t0
+        curve["train"].append({
+            "step": step + 1, "loss": loss_value, "expected_ce": float(terms["expected_ce"]),
+            "final_loop_ce": float(terms["per_loop_ce"][-1]), "entropy": float(terms["entropy"]),
+            "mean_exit_pdf": terms["mean_exit_pdf"].tolist(), "lr": lr, "grad_norm": float(grad_norm),
+            "tokens_per_s": tokens_per_step / dt,
+        })
+        bar.set_postfix(loss=f"{float(terms['expected_ce']):.3f}", tok_s=f"{tokens_per_step / dt:.0f}")
+        done = step + 1
+        if done % cfg["eval_every"] == 0 or done == steps:
+            curve["val"].append({"step": done, **validation_loss(model, val_windows, cfg["batch_size"])})
+        if done % cfg["checkpoint_every"] == 0 or done == steps:
+            save_checkpoint(checkpoint_dir, {
+                "step": done, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "curve": curve, "torch_rng": torch.get_rng_state(),
+            })
+    bar.close()
+    model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    return curve

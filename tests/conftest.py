@@ -1,0 +1,90 @@
+import os
+from pathlib import Path
+
+import pytest
+
+from loopkv.data.corpus import build_corpus
+from loopkv.data.tokenizer import load_tokenizer, train_tokenizer
+
+# offline always: nothing in the suite may reach a hub
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+FIXTURES = Path(__file__).parent / "fixtures"
+REFERENCE = FIXTURES / "ouro-tiny-reference"
+
+
+@pytest.fixture(scope="session")
+def reference_dir() -> Path:
+    return REFERENCE
+
+
+@pytest.fixture(scope="session")
+def reference_model():
+    import loopkv  # noqa: F401
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(REFERENCE).eval()
+
+
+# -- data: the real Shakespeare corpus split once, a tiny tokenizer on a slice of it --------
+CORPUS_CFG = {"sources": ["shakespeare"], "text_files": [], "block_lines": 40,
+              "val_fraction": 0.05, "test_fraction": 0.05}
+TINY_TOKENIZER_CFG = {"kind": "bpe", "vocab_size": 300, "path": None}
+SLICE_CHARS = 60_000
+
+
+@pytest.fixture
+def corpus_cfg():
+    return dict(CORPUS_CFG)
+
+
+@pytest.fixture(scope="session")
+def corpus_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("corpus")
+    build_corpus(CORPUS_CFG, 7, out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def train_slice(corpus_dir, tmp_path_factory):
+    """The first few pages of the train split: enough to train a tiny tokenizer quickly."""
+    text = (corpus_dir / "train.txt").read_text()
+    path = tmp_path_factory.mktemp("slice") / "train_slice.txt"
+    path.write_text(text[:text.rindex("\n", 0, SLICE_CHARS) + 1])
+    return path
+
+
+@pytest.fixture(scope="session")
+def tokenizer_dir(train_slice, tmp_path_factory):
+    out = tmp_path_factory.mktemp("tokenizer")
+    train_tokenizer(TINY_TOKENIZER_CFG, train_slice, out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tokenizer(tokenizer_dir):
+    return load_tokenizer(tokenizer_dir)
+
+
+MICRO_TASKS = {
+    "passkey": {"train_examples": 60, "eval_trials": 3, "train_lengths": [64, 96], "eval_lengths": [64, 96],
+                "key_digits": 5},
+    "arithmetic": {"train_examples": 200, "eval_examples": 8, "min_steps": 2, "max_steps": 3,
+                   "max_operand": 9, "max_value": 99},
+    "cloze": {"eval_examples": 8, "num_choices": 4, "context_words": 24, "continuation_words": 6},
+}
+
+
+@pytest.fixture(scope="session")
+def micro_task_dirs(corpus_dir, tokenizer_dir, tmp_path_factory):
+    """Small passkey/arithmetic/cloze sets on the tiny tokenizer, built once."""
+    from loopkv.data.tasks import build_task
+
+    dirs = {}
+    for name, cfg in MICRO_TASKS.items():
+        out = tmp_path_factory.mktemp(f"task-{name}")
+        build_task(name, cfg, 7, corpus_dir, tokenizer_dir, out)
+        dirs[name] = out
+    return dirs

@@ -1,0 +1,47 @@
+"""The DAG: plans the right jobs, lints clean, rejects bad configs before any job runs."""
+import yaml
+
+from .conftest import REPO, planned_jobs, snakemake
+
+
+def test_default_target_plans_data_and_teacher(workdir):
+    jobs = planned_jobs(workdir)
+    assert jobs == {"corpus": 1, "tokenizer": 1, "task_data": 3, "teacher_pretrain": 1, "teacher_eval": 1, "all": 1}
+
+
+def test_lint_is_clean(workdir):
+    proc = snakemake(workdir, "--lint", check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Lints for" not in proc.stdout + proc.stderr
+
+
+def _bad(workdir, edit):
+    path = workdir / "bad.yaml"
+    path.write_text(yaml.safe_dump(edit))
+    proc = snakemake(workdir, "-n", "--configfile", "bad.yaml", check=False)
+    assert proc.returncode != 0
+    assert not (workdir / "results").exists()
+    return proc.stdout + proc.stderr
+
+
+def test_wrong_type_is_rejected_naming_the_key(workdir):
+    assert "teacher.batch_size" in _bad(workdir, {"teacher": {"batch_size": "sixteen"}})
+
+
+def test_unknown_key_is_rejected_naming_the_key(workdir):
+    assert "teacher.lrr" in _bad(workdir, {"teacher": {"lrr": 0.1}})
+
+
+def test_missing_checkpoint_path_is_rejected_naming_the_key(workdir):
+    out = _bad(workdir, {"model": {"source": "pretrained", "path": "/nonexistent/Ouro-1.4B"},
+                         "data": {"tokenizer": {"kind": "pretrained", "path": "/nonexistent/Ouro-1.4B"}}})
+    assert "model.path" in out
+
+
+def test_paper_config_plans_without_pretraining_when_its_checkpoint_exists(workdir, reference_dir):
+    config = yaml.safe_load((REPO / "config/ouro-1.4b.yaml").read_text())
+    config["model"]["path"] = str(reference_dir)
+    config["data"]["tokenizer"]["path"] = str(reference_dir)
+    (workdir / "paper.yaml").write_text(yaml.safe_dump(config))
+    jobs = planned_jobs(workdir, "--configfile", "paper.yaml")
+    assert "teacher_pretrain" not in jobs and jobs["teacher_eval"] == 1

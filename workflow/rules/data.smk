@@ -1,0 +1,55 @@
+# Data for the embedded default: corpus splits, tokenizer, synthetic tasks. Each output directory
+# is written atomically by its command (a killed job leaves no valid-looking output).
+
+
+rule corpus:
+    output:
+        train=R("data/corpus/train.txt"),
+        val=R("data/corpus/val.txt"),
+        test=R("data/corpus/test.txt"),
+        manifest=R("data/corpus/manifest.json"),
+    params:
+        cfg=cfg_json("data.corpus"),
+        seed=config["seed"],
+        out=lambda wc, output: os.path.dirname(output.manifest),
+    log:
+        f"{LOGS}/data/corpus.log",
+    shell:
+        "{LOOPKV} data-corpus --cfg {params.cfg:q} --seed {params.seed} --out {params.out} > {log} 2>&1"
+
+
+rule tokenizer:
+    input:
+        train=R("data/corpus/train.txt"),
+    output:
+        R("data/tokenizer/tokenizer.json"),
+        manifest=R("data/tokenizer/manifest.json"),
+    params:
+        cfg=cfg_json("data.tokenizer"),
+        out=lambda wc, output: os.path.dirname(output.manifest),
+    log:
+        f"{LOGS}/data/tokenizer.log",
+    shell:
+        "{LOOPKV} data-tokenizer --cfg {params.cfg:q} --train {input.train} --out {params.out} > {log} 2>&1"
+
+
+rule task_data:
+    input:
+        corpus=R("data/corpus/manifest.json"),
+        tokenizer=R("data/tokenizer/manifest.json"),
+    output:
+        test=R("data/tasks/{task}/test.jsonl"),
+        manifest=R("data/tasks/{task}/manifest.json"),
+    wildcard_constraints:
+        task="|".join(TASKS),
+    params:
+        cfg=lambda wc: cfg_json(f"data.tasks.{wc.task}"),
+        seed=config["seed"],
+        out=lambda wc, output: os.path.dirname(output.manifest),
+        corpus=lambda wc, input: os.path.dirname(input.corpus),
+        tokenizer=lambda wc, input: os.path.dirname(input.tokenizer),
+    log:
+        f"{LOGS}/data/task_{{task}}.log",
+    shell:
+        "{LOOPKV} data-task {wildcards.task} --cfg {params.cfg:q} --seed {params.seed}"
+        " --corpus {params.corpus} --tokenizer {params.tokenizer} --out {params.out} > {log} 2>&1"

@@ -1,0 +1,59 @@
+# The teacher: pretrained from scratch (embedded default) or a real checkpoint given by path.
+
+
+def task_arg(dirs):
+    return " ".join(f"--task {t}={d}" for t, d in dirs.items())
+
+
+if not pretrained():
+
+    rule teacher_pretrain:
+        input:
+            corpus=R("data/corpus/manifest.json"),
+            tokenizer=R("data/tokenizer/manifest.json"),
+            tasks=expand(R("data/tasks/{task}/manifest.json"), task=TRAIN_TASKS),
+        output:
+            R("teacher/model/model.safetensors"),
+            R("teacher/model/config.json"),
+            curve=R("teacher/model/train_curve.json"),
+        params:
+            cfg=cfg_json("teacher", "model"),
+            seed=config["seed"],
+            tasks=task_arg({t: R(f"data/tasks/{t}") for t in TRAIN_TASKS}),
+            out=lambda wc, output: os.path.dirname(output.curve),
+            checkpoints=R("teacher/checkpoints"),
+        threads: config["teacher"]["threads"]
+        resources:
+            runtime=240,
+            mem_mb=8000,
+        log:
+            f"{LOGS}/teacher/pretrain.log",
+        shell:
+            "{LOOPKV} teacher-pretrain --cfg {params.cfg:q} --seed {params.seed}"
+            " --corpus {RESULTS}/data/corpus --tokenizer {RESULTS}/data/tokenizer {params.tasks}"
+            " --out {params.out} --checkpoints {params.checkpoints} > {log} 2>&1"
+
+
+rule teacher_eval:
+    input:
+        teacher=f"{teacher_dir()}/config.json",
+        corpus=R("data/corpus/manifest.json"),
+        tasks=expand(R("data/tasks/{task}/test.jsonl"), task=TASKS),
+    output:
+        metrics=R("teacher/quality.json"),
+        samples=R("teacher/quality_samples.json"),
+    params:
+        cfg=cfg_json("teacher_eval", "model"),
+        seed=config["seed"],
+        teacher=teacher_dir(),
+        tasks=task_arg({t: R(f"data/tasks/{t}") for t in TASKS}),
+    threads: config["teacher_eval"]["threads"]
+    resources:
+        runtime=60,
+        mem_mb=4000,
+    log:
+        f"{LOGS}/teacher/eval.log",
+    shell:
+        "{LOOPKV} teacher-eval --cfg {params.cfg:q} --seed {params.seed} --teacher {params.teacher}"
+        " --corpus {RESULTS}/data/corpus {params.tasks} --out {output.metrics} --samples {output.samples}"
+        " > {log} 2>&1"
