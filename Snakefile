@@ -8,6 +8,11 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
+# rules find the `loopkv` command through PATH (see common.smk)
+envvars:
+    "PATH",
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/teacher.smk"

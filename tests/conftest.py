@@ -69,8 +69,8 @@ def tokenizer(tokenizer_dir):
 
 
 MICRO_TASKS = {
-    "passkey": {"train_examples": 60, "eval_trials": 3, "train_lengths": [64, 96], "eval_lengths": [64, 96],
-                "key_digits": 5},
+    "passkey": {"train_examples": 60, "eval_trials": 3, "train_lengths": [100, 120], "eval_lengths": [100, 120],
+                "key_digits": 5, "filler": "classic"},
     "arithmetic": {"train_examples": 200, "eval_examples": 8, "min_steps": 2, "max_steps": 3,
                    "max_operand": 9, "max_value": 99},
     "cloze": {"eval_examples": 8, "num_choices": 4, "context_words": 24, "continuation_words": 6},

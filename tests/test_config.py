@@ -276,7 +276,7 @@ def test_config_slice():
     cfg = load_config({})
     sl = config_slice(cfg, "data.tokenizer", "teacher.seq_len", "seed")
     assert sl == {"data.tokenizer": DEFAULT_VALUES["data"]["tokenizer"],
-                  "teacher.seq_len": 256, "seed": 1234}
+                  "teacher.seq_len": DEFAULT_VALUES["teacher"]["seq_len"], "seed": 1234}
     sl["data.tokenizer"]["kind"] = "changed"  # a copy: the config is not affected
     assert cfg["data"]["tokenizer"]["kind"] == "bpe"
     with pytest.raises(LoopKVError, match=r"^config key 'teacher\.nope'"):

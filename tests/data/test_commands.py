@@ -10,7 +10,7 @@ from loopkv.utils.atomic import read_jsonl
 
 TASK_CFGS = {
     "passkey": {"train_examples": 3, "eval_trials": 1, "train_lengths": [160], "eval_lengths": [160, 240],
-                "key_digits": 5},
+                "key_digits": 5, "filler": "corpus"},
     "arithmetic": {"train_examples": 20, "eval_examples": 5, "min_steps": 2, "max_steps": 4, "max_operand": 9,
                    "max_value": 99},
     "cloze": {"eval_examples": 3, "num_choices": 4, "context_words": 48, "continuation_words": 8},

@@ -5,7 +5,7 @@ from loopkv.data.tasks.common import TaskInputs, word_spans
 from loopkv.errors import LoopKVError
 
 CFG = {"train_examples": 12, "eval_trials": 3, "train_lengths": [160, 200], "eval_lengths": [160, 320],
-       "key_digits": 5}
+       "key_digits": 5, "filler": "corpus"}
 
 
 @pytest.fixture(scope="module")
@@ -67,3 +67,19 @@ def test_too_short_length_is_a_user_error(inputs):
 
 def test_word_spans():
     assert word_spans(" ab  c\nd ") == [(1, 3), (5, 6), (7, 8)]
+
+
+def test_classic_filler_is_the_repeated_sentences(inputs, tokenizer):
+    cfg = dict(CFG, filler="classic")
+    rows = passkey.make_examples(cfg, "test", 5, inputs)
+    classic_words = set(passkey.CLASSIC_FILLER.split())
+    for row in rows:
+        body = row["prompt"][len(passkey.INTRO):-len(passkey.QUESTION)]
+        body = body.replace(passkey.needle(row["answer"]), " ")
+        assert set(body.split()) <= classic_words
+        assert row["meta"]["length"] - 12 <= row["meta"]["n_tokens"] <= row["meta"]["length"]
+
+
+def test_unknown_filler_is_rejected(inputs):
+    with pytest.raises(LoopKVError, match="data.tasks.passkey.filler"):
+        passkey.make_examples(dict(CFG, filler="lorem"), "test", 5, inputs)

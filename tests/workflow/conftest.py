@@ -1,46 +1,10 @@
-"""Helpers to run the workflow in a scratch copy of the repository's workflow files."""
-from __future__ import annotations
-
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-MICRO = Path(__file__).parent / "micro.yaml"
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
-
-
-def copy_workflow(dest: Path) -> Path:
-    """Put the Snakefile, workflow/ and config/ in `dest` as a user's clone has them, plus micro.yaml."""
-    for name in ("Snakefile", "workflow", "config"):
-        src = REPO / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, dest / name)
-    shutil.copy(MICRO, dest / "micro.yaml")
-    return dest
+from workflow_helpers import copy_workflow
 
 
 @pytest.fixture
 def workdir(tmp_path) -> Path:
     return copy_workflow(tmp_path)
-
-
-def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([*SNAKEMAKE, "--cores", "2", *args], cwd=workdir, capture_output=True, text=True,
-                          timeout=1800)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return proc
-
-
-def planned_jobs(workdir: Path, *args: str) -> dict[str, int]:
-    """Rule -> job count of a dry run."""
-    out = snakemake(workdir, "-n", "--quiet", "rules", *args).stdout
-    jobs = {}
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[1].isdigit() and parts[0] not in ("total", "job"):
-            jobs[parts[0]] = int(parts[1])
-    return jobs

@@ -1,7 +1,7 @@
 """The DAG: plans the right jobs, lints clean, rejects bad configs before any job runs."""
 import yaml
 
-from .conftest import REPO, planned_jobs, snakemake
+from workflow_helpers import REPO, planned_jobs, snakemake
 
 
 def test_default_target_plans_data_and_teacher(workdir):

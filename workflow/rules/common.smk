@@ -1,5 +1,6 @@
 # Config validation (schema + cross-key checks, paths included) and helpers shared by all rules.
 import json
+import os
 import sys
 
 from loopkv.config import config_slice, load_config
@@ -12,10 +13,11 @@ except LoopKVError as e:
 config.clear()
 config.update(_checked)
 
-# Rules call the package through the interpreter running Snakemake, so an un-activated venv works.
-LOOPKV = f"{sys.executable} -m loopkv"
+# Rules call the `loopkv` console script; put the environment running Snakemake first on PATH so
+# an un-activated venv works (a rule's conda env, when used, is activated in front of it).
+os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
 RESULTS = config["results_dir"]
-LOGS = "logs"
+LOGS = config["logs_dir"]
 
 
 def R(path):
@@ -24,9 +26,9 @@ def R(path):
 
 
 def cfg_json(*dotted_keys):
-    """The config slice a rule uses, as JSON: passed as params, so editing any other key does not
-    rerun the rule, and editing one of these does. One key: that section itself; several: a dict
-    keyed by each key's last part (e.g. {"teacher": ..., "model": ...})."""
+    """The config slice a job uses, as JSON. Passed as params, so editing one of these keys reruns
+    the job and editing any other key does not. For one key the section itself; for several, a
+    dict keyed by each key's last part (e.g. {"teacher": ..., "model": ...})."""
     sections = {key.split(".")[-1]: config_slice(config, key)[key] for key in dotted_keys}
     only = next(iter(sections.values())) if len(sections) == 1 else sections
     return json.dumps(only, sort_keys=True)
@@ -42,6 +44,21 @@ def teacher_dir():
 
 def tokenizer_dir():
     return config["data"]["tokenizer"]["path"] if config["data"]["tokenizer"]["kind"] == "pretrained" else R("data/tokenizer")
+
+
+def task_args(dirs):
+    """--task NAME=DIR ... for the commands that read task data."""
+    return " ".join(f"--task {t}={d}" for t, d in dirs.items())
+
+
+def parent(name):
+    """A params function: the directory of the named input or output file."""
+
+    def directory(wildcards, input, output):
+        files = dict(input.items()) | dict(output.items())
+        return os.path.dirname(files[name])
+
+    return directory
 
 
 TASKS = ["passkey", "arithmetic", "cloze"]

@@ -11,11 +11,13 @@ rule corpus:
     params:
         cfg=cfg_json("data.corpus"),
         seed=config["seed"],
-        out=lambda wc, output: os.path.dirname(output.manifest),
+        out=parent("manifest"),
     log:
         f"{LOGS}/data/corpus.log",
+    conda:
+        "../../envs/loopkv.yaml"
     shell:
-        "{LOOPKV} data-corpus --cfg {params.cfg:q} --seed {params.seed} --out {params.out} > {log} 2>&1"
+        "loopkv data-corpus --cfg {params.cfg:q} --seed {params.seed} --out {params.out} > {log} 2>&1"
 
 
 rule tokenizer:
@@ -26,11 +28,13 @@ rule tokenizer:
         manifest=R("data/tokenizer/manifest.json"),
     params:
         cfg=cfg_json("data.tokenizer"),
-        out=lambda wc, output: os.path.dirname(output.manifest),
+        out=parent("manifest"),
     log:
         f"{LOGS}/data/tokenizer.log",
+    conda:
+        "../../envs/loopkv.yaml"
     shell:
-        "{LOOPKV} data-tokenizer --cfg {params.cfg:q} --train {input.train} --out {params.out} > {log} 2>&1"
+        "loopkv data-tokenizer --cfg {params.cfg:q} --train {input.train} --out {params.out} > {log} 2>&1"
 
 
 rule task_data:
@@ -45,11 +49,13 @@ rule task_data:
     params:
         cfg=lambda wc: cfg_json(f"data.tasks.{wc.task}"),
         seed=config["seed"],
-        out=lambda wc, output: os.path.dirname(output.manifest),
-        corpus=lambda wc, input: os.path.dirname(input.corpus),
-        tokenizer=lambda wc, input: os.path.dirname(input.tokenizer),
+        out=parent("manifest"),
+        corpus=parent("corpus"),
+        tokenizer=parent("tokenizer"),
     log:
         f"{LOGS}/data/task_{{task}}.log",
+    conda:
+        "../../envs/loopkv.yaml"
     shell:
-        "{LOOPKV} data-task {wildcards.task} --cfg {params.cfg:q} --seed {params.seed}"
+        "loopkv data-task {wildcards.task} --cfg {params.cfg:q} --seed {params.seed}"
         " --corpus {params.corpus} --tokenizer {params.tokenizer} --out {params.out} > {log} 2>&1"

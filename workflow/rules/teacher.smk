@@ -1,10 +1,6 @@
 # The teacher: pretrained from scratch (embedded default) or a real checkpoint given by path.
 
 
-def task_arg(dirs):
-    return " ".join(f"--task {t}={d}" for t, d in dirs.items())
-
-
 if not pretrained():
 
     rule teacher_pretrain:
@@ -19,8 +15,10 @@ if not pretrained():
         params:
             cfg=cfg_json("teacher", "model"),
             seed=config["seed"],
-            tasks=task_arg({t: R(f"data/tasks/{t}") for t in TRAIN_TASKS}),
-            out=lambda wc, output: os.path.dirname(output.curve),
+            tasks=task_args({t: R(f"data/tasks/{t}") for t in TRAIN_TASKS}),
+            out=parent("curve"),
+            corpus=parent("corpus"),
+            tokenizer=parent("tokenizer"),
             checkpoints=R("teacher/checkpoints"),
         threads: config["teacher"]["threads"]
         resources:
@@ -28,9 +26,11 @@ if not pretrained():
             mem_mb=8000,
         log:
             f"{LOGS}/teacher/pretrain.log",
+        conda:
+            "../../envs/loopkv.yaml"
         shell:
-            "{LOOPKV} teacher-pretrain --cfg {params.cfg:q} --seed {params.seed}"
-            " --corpus {RESULTS}/data/corpus --tokenizer {RESULTS}/data/tokenizer {params.tasks}"
+            "loopkv teacher-pretrain --cfg {params.cfg:q} --seed {params.seed}"
+            " --corpus {params.corpus} --tokenizer {params.tokenizer} {params.tasks}"
             " --out {params.out} --checkpoints {params.checkpoints} > {log} 2>&1"
 
 
@@ -45,15 +45,18 @@ rule teacher_eval:
     params:
         cfg=cfg_json("teacher_eval", "model"),
         seed=config["seed"],
-        teacher=teacher_dir(),
-        tasks=task_arg({t: R(f"data/tasks/{t}") for t in TASKS}),
+        teacher=parent("teacher"),
+        corpus=parent("corpus"),
+        tasks=task_args({t: R(f"data/tasks/{t}") for t in TASKS}),
     threads: config["teacher_eval"]["threads"]
     resources:
         runtime=60,
         mem_mb=4000,
     log:
         f"{LOGS}/teacher/eval.log",
+    conda:
+        "../../envs/loopkv.yaml"
     shell:
-        "{LOOPKV} teacher-eval --cfg {params.cfg:q} --seed {params.seed} --teacher {params.teacher}"
-        " --corpus {RESULTS}/data/corpus {params.tasks} --out {output.metrics} --samples {output.samples}"
+        "loopkv teacher-eval --cfg {params.cfg:q} --seed {params.seed} --teacher {params.teacher}"
+        " --corpus {params.corpus} {params.tasks} --out {output.metrics} --samples {output.samples}"
         " > {log} 2>&1"

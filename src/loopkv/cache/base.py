@@ -1,15 +1,17 @@
 """The one interface between attention and KV storage in a looped LM.
 
-A looped LM runs D shared layers T times per token. Attention at (loop t, layer d) hands the new
-tokens' pre-RoPE keys and values to `update(t, d, positions, k, v)` and attends over whatever it
-returns: post-RoPE keys and values for every token so far (past tokens as the method stores them,
-the new tokens exact). How past tokens are stored (all T*D entries, a latent per token, one
-overwritten row, quantised, ...) is entirely the method's business, so adding a KV method means
-adding one file with one subclass and a registry entry.
+A looped LM runs D shared layers T times per token. Attention at (loop t, layer d) hands its
+RoPE'd queries and the new tokens' pre-RoPE keys and values to `attend(t, d, positions, q, k, v,
+mask)` and gets the attention output back. By default that is `update(t, d, positions, k, v)` --
+post-RoPE keys and values for every token so far, past tokens as the method stores them, new tokens
+exact -- followed by scaled dot-product attention; a method may override `attend` to compute the
+same thing without materialising K/V (e.g. attention read straight from latents). How past tokens
+are stored (all T*D entries, a latent per token, one overwritten row, quantised, ...) is entirely
+the method's business: adding a KV method means one file with one subclass and a registry entry.
 
 Call order for one forward over L new tokens:
     begin_forward(positions)                  # once
-    update(t, d, positions, k, v)             # for t in range(T), for d in range(D)
+    attend(t, d, positions, q, k, v, mask)    # for t in range(T), for d in range(D)
     end_forward()                             # once; the L tokens now count as cached
 """
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 import torch
+import torch.nn.functional as F
 
 from loopkv.models.rope import Rotary, apply_rope
 
@@ -47,6 +50,17 @@ class LoopCache(ABC):
     def begin_forward(self, positions: torch.Tensor) -> None:
         """positions (B, L): RoPE positions of the new tokens (shared by all their loops)."""
         self._pending = positions.shape[1]
+
+    def attend(self, loop: int, layer: int, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
+               v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """q (B, H, L, d_head) with RoPE; k, v (B, H_kv, L, d_head) pre-RoPE; mask boolean
+        (B, 1, L, S) over cache order, or None for plain causal attention among the new tokens
+        (no past, no padding). Returns (B, H, L, d_head)."""
+        keys, values = self.update(loop, layer, positions, k, v)
+        return F.scaled_dot_product_attention(
+            q, keys.to(q.dtype), values.to(q.dtype), attn_mask=mask, is_causal=mask is None,
+            enable_gqa=q.shape[1] != keys.shape[1],
+        )
 
     @abstractmethod
     def update(self, loop: int, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor):

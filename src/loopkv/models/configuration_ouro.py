@@ -33,6 +33,9 @@ class OuroConfig(PreTrainedConfig):
     pad_token_id: int | None = 0
     bos_token_id: int | None = 1
     eos_token_id: int | list[int] | None = 2
+    # Initial weight of the sandwich's output norms (from-scratch training only; checkpoints carry
+    # their own). Ouro's code initialises it to 1.
+    sublayer_norm_init: float = 1.0
     # T: how many times the shared stack runs per token.
     total_ut_steps: int = 4
     # Inference-time exit: a fixed loop (0-based) or a threshold on the exit CDF; None = last loop.

@@ -42,6 +42,11 @@ class RMSNorm(nn.Module):
         return self.weight * x32.to(x.dtype)
 
 
+class SublayerOutputNorm(RMSNorm):
+    """The second norm of the sandwich (input_layernorm_2, post_attention_layernorm_2): it sets the
+    scale of what each sublayer adds to the residual stream. Its own class only for initialisation."""
+
+
 class SwiGLU(nn.Module):
     def __init__(self, config: OuroConfig):
         super().__init__()
@@ -61,7 +66,7 @@ class ExitGate(nn.Linear):
 
 
 class OuroAttention(nn.Module):
-    """Multi-head attention whose K/V storage is delegated to a LoopCache."""
+    """Multi-head attention whose K/V storage (and the attention over it) belong to a LoopCache."""
 
     def __init__(self, config: OuroConfig, layer_idx: int):
         super().__init__()
@@ -81,12 +86,7 @@ class OuroAttention(nn.Module):
         k = self.k_proj(x).view(b, n, self.num_kv_heads, self.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(b, n, self.num_kv_heads, self.head_dim).transpose(1, 2)
         q = apply_rope(q, *rope_tables)
-        keys, values = cache.update(loop, self.layer_idx, positions, k, v)
-        # mask None = plain causal over new tokens only (no past, no padding): the fused causal kernel
-        out = F.scaled_dot_product_attention(
-            q, keys.to(q.dtype), values.to(q.dtype), attn_mask=mask, is_causal=mask is None,
-            enable_gqa=self.num_kv_heads != self.num_heads,
-        )
+        out = cache.attend(loop, self.layer_idx, positions, q, k, v, mask)
         return self.o_proj(out.transpose(1, 2).reshape(b, n, self.num_heads * self.head_dim))
 
 
@@ -97,9 +97,9 @@ class OuroDecoderLayer(nn.Module):
         self.mlp = SwiGLU(config)
         eps = config.rms_norm_eps
         self.input_layernorm = RMSNorm(config.hidden_size, eps)
-        self.input_layernorm_2 = RMSNorm(config.hidden_size, eps)
+        self.input_layernorm_2 = SublayerOutputNorm(config.hidden_size, eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, eps)
-        self.post_attention_layernorm_2 = RMSNorm(config.hidden_size, eps)
+        self.post_attention_layernorm_2 = SublayerOutputNorm(config.hidden_size, eps)
 
     def forward(self, x, loop, positions, rope_tables, mask, cache):
         attn = self.self_attn(self.input_layernorm(x), loop, positions, rope_tables, mask, cache)
@@ -122,6 +122,10 @@ class OuroPreTrainedModel(PreTrainedModel):
                 module.bias.zero_()
         elif isinstance(module, nn.Embedding):
             module.weight.normal_(0.0, std)
+        elif isinstance(module, SublayerOutputNorm):
+            # < 1 scales each sublayer's contribution down at init, so in a deep shared stack (D*T
+            # applications) the residual stream keeps token identity and copying circuits form early
+            module.weight.fill_(self.config.sublayer_norm_init)
         elif isinstance(module, RMSNorm):
             module.weight.fill_(1.0)
         if isinstance(module, ExitGate) and self.config.total_ut_steps > 1:

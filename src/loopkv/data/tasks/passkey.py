@@ -1,7 +1,9 @@
 """Passkey retrieval: a number stated once inside long filler text, asked for at the end.
 
 The prompt is sized in tokens of the project tokenizer, so a "length" is what the model actually sees.
-Train examples take filler from the train split, test examples from the test split.
+Filler is either the classic passkey filler (a few plain sentences repeated, as in the passkey
+benchmarks long-context papers use) or corpus text: train examples from the train split, test
+examples from the test split.
 """
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ SECTION = "data.tasks.passkey"
 # shortest configured length (a repeated key in the needle would not fit at all).
 INTRO = "A pass key is hidden below.\n"
 QUESTION = "\nWhat is the pass key? The pass key is"
+CLASSIC_FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. "
+FILLERS = ("classic", "corpus")
 
 
 def needle(key: str) -> str:
@@ -34,7 +38,14 @@ def make_examples(cfg: dict, split: str, seed: int, inputs: TaskInputs, held_out
         lengths_key, trials = "eval_lengths", require(cfg, "eval_trials", SECTION, int, minimum=0)
         plan = [length for length in require_int_list(cfg, lengths_key, SECTION) for _ in range(trials)]
 
-    text = inputs.text("train" if split == "train" else "test")
+    filler = require(cfg, "filler", SECTION, str)
+    if filler not in FILLERS:
+        raise LoopKVError(f"{SECTION}.filler must be one of {', '.join(FILLERS)}, got {filler!r}")
+    if filler == "classic":
+        longest = max(plan, default=0)
+        text = CLASSIC_FILLER * (longest // len(CLASSIC_FILLER.split()) + 2)
+    else:
+        text = inputs.text("train" if split == "train" else "test")
     words = word_spans(text)
     tokenizer = inputs.tokenizer
     rng = random.Random(seed)

@@ -1,0 +1,48 @@
+"""Broken checkpoints give a clear error naming the file, not a traceback from deep inside torch."""
+import shutil
+
+import pytest
+import torch
+
+from loopkv.errors import LoopKVError
+from loopkv.models.loading import load_teacher
+from loopkv.train.checkpoint import load_checkpoint, save_checkpoint
+
+
+def test_truncated_weights_are_reported(tmp_path, reference_dir):
+    ckpt = tmp_path / "ouro"
+    shutil.copytree(reference_dir, ckpt)
+    weights = ckpt / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    with pytest.raises(LoopKVError, match="truncated or corrupt"):
+        load_teacher(ckpt)
+
+
+def test_missing_config_and_weights_are_reported(tmp_path, reference_dir):
+    with pytest.raises(LoopKVError, match="no config.json"):
+        load_teacher(tmp_path)
+    shutil.copy(reference_dir / "config.json", tmp_path / "config.json")
+    with pytest.raises(LoopKVError, match="no weight files"):
+        load_teacher(tmp_path)
+
+
+def test_loaded_teacher_is_frozen_and_in_eval_mode(reference_dir):
+    model = load_teacher(reference_dir)
+    assert not model.training
+    assert not any(p.requires_grad for p in model.parameters())
+
+
+def test_truncated_training_checkpoint_is_reported(tmp_path):
+    save_checkpoint(tmp_path, {"step": 3, "weights": torch.arange(1000.0)})
+    assert load_checkpoint(tmp_path)["step"] == 3
+    path = tmp_path / "last.pt"
+    path.write_bytes(path.read_bytes()[:200])
+    with pytest.raises(LoopKVError, match="corrupt or truncated"):
+        load_checkpoint(tmp_path)
+    assert load_checkpoint(tmp_path / "none") is None
+
+
+def test_checkpoint_write_leaves_no_temporary_files(tmp_path):
+    save_checkpoint(tmp_path, {"step": 1})
+    save_checkpoint(tmp_path, {"step": 2})
+    assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
