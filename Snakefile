@@ -16,6 +16,7 @@ envvars:
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/teacher.smk"
+include: "workflow/rules/calibrate.smk"
 
 
 rule all:

@@ -18,6 +18,7 @@ _COMMAND_MODULES = (
     "loopkv.data.commands",
     "loopkv.train.commands",
     "loopkv.eval.commands",
+    "loopkv.analysis.commands",
     "loopkv.config_commands",
 )
 

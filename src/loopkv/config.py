@@ -258,8 +258,24 @@ def _check_teacher(c: dict) -> Iterator[Problem]:
         yield "teacher.mixture", f"weights must have a positive sum, got {teacher['mixture']}"
 
 
+def _check_calibration(c: dict) -> Iterator[Problem]:
+    cal = c["calibration"]
+    max_pos = c["model"]["arch"]["max_position_embeddings"]
+    if cal["seq_len"] > max_pos:
+        yield ("calibration.seq_len",
+               f"must be <= model.arch.max_position_embeddings ({max_pos}), got {cal['seq_len']}")
+    if sum(cal["mixture"].values()) <= 0:
+        yield "calibration.mixture", f"weights must have a positive sum, got {cal['mixture']}"
+    # calibration rows pack whole passkey examples (<bos> + example + <eos>) like training rows
+    too_long = [n for n in c["data"]["tasks"]["passkey"]["train_lengths"] if n > cal["seq_len"] - 1]
+    if cal["mixture"].get("passkey", 0) > 0 and too_long:
+        yield ("calibration.seq_len",
+               f"must exceed every data.tasks.passkey.train_lengths when the mixture draws passkey rows, "
+               f"got {cal['seq_len']} for lengths {too_long}")
+
+
 _SEMANTIC_CHECKS: list[Callable[[dict], Iterator[Problem]]] = [
-    _check_corpus, _check_tokenizer, _check_tasks, _check_model, _check_teacher,
+    _check_corpus, _check_tokenizer, _check_tasks, _check_model, _check_teacher, _check_calibration,
 ]
 
 

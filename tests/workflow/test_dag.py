@@ -6,7 +6,8 @@ from workflow_helpers import REPO, planned_jobs, snakemake
 
 def test_default_target_plans_data_and_teacher(workdir):
     jobs = planned_jobs(workdir)
-    assert jobs == {"corpus": 1, "tokenizer": 1, "task_data": 3, "teacher_pretrain": 1, "teacher_eval": 1, "all": 1}
+    assert jobs == {"corpus": 1, "tokenizer": 1, "task_data": 3, "teacher_pretrain": 1, "teacher_eval": 1,
+                    "calibrate": 1, "cross_loop_structure": 1, "fig2_spectra": 1, "all": 1}
 
 
 def test_lint_is_clean(workdir):

@@ -52,3 +52,23 @@ def test_editing_a_task_key_reruns_that_task_and_what_depends_on_it(finished):
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
     # cloze is evaluation-only: the teacher is not retrained
     assert planned_jobs(finished, "--configfile", "edited.yaml") == {"task_data": 1, "teacher_eval": 1, "all": 1}
+
+
+def test_figure2_is_built_from_the_calibration(finished):
+    structure = json.loads((finished / "results/analysis/cross_loop_structure.json").read_text())
+    measured = structure["measured"]
+    assert measured["n_tokens"] == 64
+    assert set(measured["k"]["spectra"]) == {"loop", "head", "layer"}
+    assert 0 < measured["k"]["spectra"]["loop"]["normalized_effective_rank"] <= 1
+    assert structure["paper"]["loop_variance_share"] == {"k": 0.06, "v": 0.17}
+    assert (finished / "reports/fig2_spectra.pdf").read_bytes().startswith(b"%PDF")
+    assert (finished / "reports/fig2_spectra.png").read_bytes().startswith(b"\x89PNG")
+    manifest = json.loads((finished / "results/calibration/calibration.json").read_text())
+    assert manifest["stats"]["tokens"] == 4 * 128
+
+
+def test_a_plotting_only_edit_redraws_and_retrains_nothing(finished):
+    micro = yaml.safe_load((finished / "micro.yaml").read_text())
+    micro["report"] = {"dpi": 80}
+    (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
+    assert planned_jobs(finished, "--configfile", "edited.yaml") == {"fig2_spectra": 1, "all": 1}

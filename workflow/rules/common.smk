@@ -17,6 +17,7 @@ config.update(_checked)
 # an un-activated venv works (a rule's conda env, when used, is activated in front of it).
 os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
 RESULTS = config["results_dir"]
+REPORTS = config["reports_dir"]
 LOGS = config["logs_dir"]
 
 
@@ -63,7 +64,9 @@ def parent(name):
 
 TASKS = ["passkey", "arithmetic", "cloze"]
 TRAIN_TASKS = [t for t in ("passkey", "arithmetic") if config["teacher"]["mixture"].get(t, 0) > 0]
+CALIBRATION_TASKS = [t for t in ("passkey", "arithmetic") if config["calibration"]["mixture"].get(t, 0) > 0]
 
 
 def default_targets():
-    return [R("teacher/quality.json")] + ([] if pretrained() else [R("teacher/model/train_curve.json")])
+    teacher = [R("teacher/quality.json")] + ([] if pretrained() else [R("teacher/model/train_curve.json")])
+    return teacher + [f"{REPORTS}/fig2_spectra.pdf"]

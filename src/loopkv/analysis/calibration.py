@@ -1,19 +1,18 @@
 """Calibration: the teacher's pre-RoPE K and V for every loop, layer and head, on calibration prompts.
 
 Two products, because paper scale cannot keep raw activations (Ouro-1.4B: 393k values per token):
-- streaming moments per (K|V, layer, head) of the cross-loop vector x = [x_1; ...; x_T] (width
-  T*d_head): count, sum and sum of outer products in float64. The LLA SVD initialisation needs
-  exactly these (mean and centred covariance);
+- streaming moments of the codec vectors x of each requested layout (see cache.latent_codec;
+  per_head: x = [x_1; ...; x_T] per (layer, head), width T*d_head): count, sum and sum of outer
+  products in float64. The SVD initialisation needs exactly these (mean and centred covariance);
 - a seeded random sample of whole tokens, (K|V, n, D, H, T, d_head), for the per-axis spectra,
   variance decomposition and convergence diagnostics.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import torch
 
 from loopkv.cache.capture import CaptureCache
+from loopkv.cache.latent_codec import LAYOUTS, to_vectors
 
 
 @torch.no_grad()
@@ -36,53 +35,91 @@ def capture_kv(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | No
     return assemble(keys), assemble(values)
 
 
-@dataclass
-class CalibrationStats:
-    """Moments of x (width T*d_head) per (kind, layer, head); kind 0 = K, 1 = V."""
+class Moments:
+    """Count, sum and sum of outer products of (G, X) vectors, in float64."""
 
-    num_layers: int
-    num_heads: int
-    num_loops: int
-    head_dim: int
-    count: int = 0
-    total: torch.Tensor | None = None   # (2, D, H, T*dh) float64
-    outer: torch.Tensor | None = None   # (2, D, H, T*dh, T*dh) float64
-    samples: list[torch.Tensor] = field(default_factory=list)  # each (2, n, D, H, T, dh)
+    def __init__(self):
+        self.count = 0
+        self.total: torch.Tensor | None = None
+        self.outer: torch.Tensor | None = None
 
-    def add(self, k: torch.Tensor, v: torch.Tensor, sample: torch.Tensor | None = None) -> None:
-        """k, v: (N, D, H, T, dh) for N tokens; `sample`: indices of tokens to keep raw."""
-        width = self.num_loops * self.head_dim
-        x = torch.stack([k, v]).double().flatten(-2)                      # (2, N, D, H, T*dh)
-        x = x.permute(0, 2, 3, 1, 4)                                        # (2, D, H, N, T*dh)
+    def add(self, vec: torch.Tensor) -> None:
+        """vec (N, G, X)."""
+        x = vec.double().transpose(0, 1)                                   # (G, N, X)
         if self.total is None:
-            self.total = torch.zeros(2, self.num_layers, self.num_heads, width, dtype=torch.float64)
-            self.outer = torch.zeros(2, self.num_layers, self.num_heads, width, width, dtype=torch.float64)
-        self.total += x.sum(dim=3)
-        self.outer += x.transpose(-1, -2) @ x
-        self.count += k.shape[0]
-        if sample is not None and len(sample):
-            self.samples.append(torch.stack([k[sample], v[sample]]).to(torch.float16))
+            self.total = torch.zeros(x.shape[0], x.shape[2], dtype=torch.float64)
+            self.outer = torch.zeros(x.shape[0], x.shape[2], x.shape[2], dtype=torch.float64)
+        self.total += x.sum(1)
+        self.outer += x.transpose(1, 2) @ x
+        self.count += vec.shape[0]
 
     def mean(self) -> torch.Tensor:
         return self.total / self.count
 
     def covariance(self) -> torch.Tensor:
-        """Centred scatter matrix divided by the count: (2, D, H, T*dh, T*dh)."""
+        """Centred second moment (G, X, X): the SVD of the centred data is its eigen-decomposition."""
         mu = self.mean()
-        return self.outer / self.count - mu[..., :, None] * mu[..., None, :]
+        return self.outer / self.count - mu[:, :, None] * mu[:, None, :]
+
+    def state(self) -> dict:
+        return {"count": self.count, "total": self.total, "outer": self.outer}
+
+    @classmethod
+    def from_state(cls, state: dict) -> "Moments":
+        m = cls()
+        m.count, m.total, m.outer = state["count"], state["total"], state["outer"]
+        return m
+
+
+class Calibration:
+    """Moments per (layout, kind) and a raw sample of tokens, accumulated batch by batch."""
+
+    def __init__(self, layouts: tuple[str, ...] = ("per_head",)):
+        self.layouts = tuple(layouts)
+        self.moments = {(layout, kind): Moments() for layout in self.layouts for kind in ("k", "v")}
+        self.samples: list[torch.Tensor] = []
+
+    def add(self, k: torch.Tensor, v: torch.Tensor, sample: torch.Tensor | None = None) -> None:
+        """k, v (N, D, H, T, dh) for N tokens; `sample`: indices of tokens to keep raw (float16)."""
+        for layout in self.layouts:
+            for kind, x in (("k", k), ("v", v)):
+                self.moments[layout, kind].add(to_vectors(x, LAYOUTS[layout]))
+        if sample is not None and len(sample):
+            self.samples.append(torch.stack([k[sample], v[sample]]).to(torch.float16))
 
     def sample_tensor(self) -> torch.Tensor:
+        """(2, n, D, H, T, dh): sampled tokens' K (index 0) and V (index 1)."""
         return torch.cat(self.samples, dim=1) if self.samples else torch.empty(0)
 
     def state(self) -> dict:
-        return {"num_layers": self.num_layers, "num_heads": self.num_heads, "num_loops": self.num_loops,
-                "head_dim": self.head_dim, "count": self.count, "total": self.total, "outer": self.outer,
-                "samples": self.sample_tensor()}
+        return {"layouts": self.layouts, "samples": self.sample_tensor(),
+                "moments": {f"{layout}/{kind}": m.state() for (layout, kind), m in self.moments.items()}}
 
     @classmethod
-    def from_state(cls, state: dict) -> "CalibrationStats":
-        stats = cls(state["num_layers"], state["num_heads"], state["num_loops"], state["head_dim"],
-                    state["count"], state["total"], state["outer"])
+    def from_state(cls, state: dict) -> "Calibration":
+        cal = cls(tuple(state["layouts"]))
+        cal.moments = {tuple(key.split("/")): Moments.from_state(m) for key, m in state["moments"].items()}
         if state["samples"].numel():
-            stats.samples = [state["samples"]]
-        return stats
+            cal.samples = [state["samples"]]
+        return cal
+
+
+@torch.no_grad()
+def run_calibration(model, rows: torch.Tensor, batch_size: int, layouts: tuple[str, ...], sample_tokens: int,
+                    seed: int, progress: bool = True) -> Calibration:
+    """Feed calibration rows (N, L) through the teacher; accumulate moments and a token sample.
+    The sample is spread evenly over all tokens (a seeded choice of `sample_tokens` of them)."""
+    from tqdm import tqdm
+
+    calibration = Calibration(layouts)
+    n_rows, length = rows.shape
+    total = n_rows * length
+    generator = torch.Generator().manual_seed(seed)
+    chosen = torch.zeros(total, dtype=torch.bool)
+    chosen[torch.randperm(total, generator=generator)[:sample_tokens]] = True
+    for start in tqdm(range(0, n_rows, batch_size), desc="calibration", disable=not progress):
+        batch = rows[start:start + batch_size]
+        k, v = capture_kv(model, batch)
+        flat = chosen[start * length:(start + len(batch)) * length]
+        calibration.add(k.flatten(0, 1), v.flatten(0, 1), sample=flat.nonzero().flatten())
+    return calibration

@@ -39,8 +39,8 @@ class LoopCache(ABC):
         self.rotary = Rotary(config.head_dim, config.rope_theta)
         self._seen_tokens = 0
         self._pending = 0
-        self._rope_for: torch.Tensor | None = None
-        self._rope_tables: tuple[torch.Tensor, torch.Tensor] | None = None
+        # cos/sin tables per positions tensor, reused across the T*D calls of one forward
+        self._rope_tables: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 
     @property
     def is_linear(self) -> list[bool]:
@@ -50,6 +50,7 @@ class LoopCache(ABC):
     def begin_forward(self, positions: torch.Tensor) -> None:
         """positions (B, L): RoPE positions of the new tokens (shared by all their loops)."""
         self._pending = positions.shape[1]
+        self._rope_tables = {}
 
     def attend(self, loop: int, layer: int, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
                v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -95,11 +96,11 @@ class LoopCache(ABC):
     # -- helpers for subclasses -----------------------------------------------------------
     def rope(self, positions: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         """Rotate k (B, H, L, d) to `positions` (B, L); tables are reused across the T*D calls of one forward."""
-        if self._rope_for is not positions:
-            self._rope_tables = self.rotary.cos_sin(positions, k.dtype)
-            self._rope_for = positions
-        cos, sin = self._rope_tables
-        return apply_rope(k, cos, sin)
+        entry = self._rope_tables.get(id(positions))
+        if entry is None or entry[0] is not positions or entry[1].dtype != k.dtype:
+            entry = (positions, *self.rotary.cos_sin(positions, k.dtype))
+            self._rope_tables[id(positions)] = entry
+        return apply_rope(k, entry[1], entry[2])
 
     def entry(self, loop: int, layer: int) -> int:
         """Index of a (loop, layer) entry, Ouro's convention: loop * num_layers + layer."""

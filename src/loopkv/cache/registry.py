@@ -2,11 +2,17 @@
 from __future__ import annotations
 
 from loopkv.cache.base import LoopCache
+from loopkv.cache.final_loop import FinalLoopCache
 from loopkv.cache.full import FullLoopCache
+from loopkv.cache.lla import LLACache
+from loopkv.cache.lla2d import LLA2DCache
 from loopkv.errors import LoopKVError
 
 METHODS: dict[str, type[LoopCache]] = {
     FullLoopCache.name: FullLoopCache,
+    LLACache.name: LLACache,
+    LLA2DCache.name: LLA2DCache,
+    FinalLoopCache.name: FinalLoopCache,
 }
 
 

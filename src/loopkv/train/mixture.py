@@ -42,7 +42,8 @@ def encode_text(tokenizer, text: str) -> np.ndarray:
 
 class Mixture:
     def __init__(self, corpus_ids: np.ndarray, task_examples: dict[str, list[list[int]]],
-                 weights: dict[str, float], seq_len: int, eos_id: int, seed: int):
+                 weights: dict[str, float], seq_len: int, eos_id: int, seed: int, section: str = "teacher"):
+        """`section`: the config section whose mixture/seq_len these are, named in errors."""
         self.corpus = corpus_ids
         self.tasks = task_examples
         self.seq_len = seq_len
@@ -51,16 +52,16 @@ class Mixture:
         self.sources = [name for name, w in weights.items() if w > 0]
         for name in self.sources:
             if name != "corpus" and not task_examples.get(name):
-                raise LoopKVError(f"config key 'teacher.mixture.{name}': no training examples for task {name!r}")
+                raise LoopKVError(f"config key '{section}.mixture.{name}': no training examples for task {name!r}")
         total = sum(weights[name] for name in self.sources)
         self.probs = np.array([weights[name] / total for name in self.sources])
         if len(self.corpus) <= seq_len + 1:
-            raise LoopKVError(f"corpus train split has {len(self.corpus)} tokens, fewer than teacher.seq_len + 1")
+            raise LoopKVError(f"corpus split has {len(self.corpus)} tokens, fewer than {section}.seq_len + 1")
         for name, examples in task_examples.items():
             longest = max((len(e) for e in examples), default=0)
             if longest > seq_len + 1:
                 raise LoopKVError(
-                    f"config key 'teacher.seq_len': a {name} example has {longest} tokens, "
+                    f"config key '{section}.seq_len': a {name} example has {longest} tokens, "
                     f"more than seq_len + 1 = {seq_len + 1}"
                 )
 

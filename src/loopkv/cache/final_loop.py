@@ -1,0 +1,37 @@
+"""`final_loop`: final-loop reuse (LLA paper baseline). A past token keeps only its last loop's K/V
+per layer and every loop reads that; no training. A token's own loops use its exact K/V.
+
+Bytes per token = 2 * D * H_kv * d_head * bytes(dtype)   (T times less than the teacher).
+"""
+from __future__ import annotations
+
+import torch
+
+from loopkv.cache.base import LoopCache
+
+
+class FinalLoopCache(LoopCache):
+    name = "final_loop"
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.keys: list[torch.Tensor | None] = [None] * self.num_layers   # post-RoPE
+        self.values: list[torch.Tensor | None] = [None] * self.num_layers
+
+    def update(self, loop, layer, positions, k, v):
+        new_k = self.rope(positions, k)
+        past_k, past_v = self.keys[layer], self.values[layer]
+        if loop == self.num_loops - 1:
+            self.keys[layer] = new_k if past_k is None else torch.cat([past_k, new_k], dim=2)
+            self.values[layer] = v if past_v is None else torch.cat([past_v, v], dim=2)
+            return self.keys[layer], self.values[layer]
+        if past_k is None:
+            return new_k, v
+        return torch.cat([past_k, new_k], dim=2), torch.cat([past_v, v], dim=2)
+
+    def bytes_per_token(self, dtype):
+        element = torch.tensor([], dtype=dtype).element_size()
+        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * element
+
+    def cached_tensors(self):
+        return [t for t in self.keys + self.values if t is not None]

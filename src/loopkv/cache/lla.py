@@ -1,0 +1,126 @@
+"""`lla`: Looped Latent Attention's cache. Each past token keeps one latent per (layer, head) for K
+and one for V, encoding its pre-RoPE K/V across all T loops: c = (x - mu) W_down, x = [x_1..x_T].
+
+A token's latent exists only once its last loop has run, so during its own forward a token's T
+loops attend to its exact K/V (and to the other new tokens of the same forward exactly); it is
+encoded at (loop T-1, layer d), when all its loops of layer d are known.
+
+Read paths (config `read_path`):
+- latent: only latents persist; loop t's K/V of past tokens are decoded on every read (x_hat_t =
+  c W_up,t^T + mu_t) and K is rotated to each token's position. The capacity path.
+- full: the reconstructed, rotated K/V of every loop are stored at encode time: no memory saving,
+  no decode per read (the paper's "full-memory" path).
+
+Bytes per token: latent = D * H * (r_k + r_v) * bytes(dtype);
+                 full   = 2 * T * D * H * d_head * bytes(dtype) (same as the teacher).
+Positions of cached tokens are kept as bookkeeping (an int64 per token; not K/V payload).
+"""
+from __future__ import annotations
+
+import torch
+
+from loopkv.cache.base import LoopCache
+from loopkv.cache.latent_codec import LAYOUTS, LatentCodec
+
+READ_PATHS = ("latent", "full")
+
+
+class LLACache(LoopCache):
+    name = "lla"
+    layout = "per_head"
+
+    def __init__(self, config, codec: LatentCodec, read_path: str = "latent"):
+        # the codec's layout must be this method's; its sizes must be this model's
+        super().__init__(config)
+        if read_path not in READ_PATHS:
+            raise ValueError(f"read_path must be one of {READ_PATHS}, got {read_path!r}")
+        if codec.groups != LAYOUTS[self.layout]:
+            raise ValueError(f"{self.name} needs a codec with groups {LAYOUTS[self.layout]}, got {codec.groups}")
+        want = {"layer": config.num_hidden_layers, "head": config.num_key_value_heads,
+                "loop": config.total_ut_steps, "dim": config.head_dim}
+        if codec.sizes != want:
+            raise ValueError(f"codec sizes {codec.sizes} do not match the model {want}")
+        self.codec = codec
+        self.read_path = read_path
+        D, T = self.num_layers, self.num_loops
+        self.latents: dict[str, list[torch.Tensor | None]] = {"k": [None] * D, "v": [None] * D}
+        self.recon: dict[str, list[torch.Tensor | None]] = {"k": [None] * (T * D), "v": [None] * (T * D)}
+        self.positions: torch.Tensor | None = None          # (B, S_past) RoPE positions
+        self._pending_kv: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
+        self._new_positions: torch.Tensor | None = None
+        self._rows = [codec.loop_rows(t) for t in range(T)]
+
+    def begin_forward(self, positions):
+        super().begin_forward(positions)
+        self._new_positions = positions
+
+    def update(self, loop, layer, positions, k, v):
+        self._pending_kv.setdefault(layer, []).append((k, v))
+        new_k = self.rope(positions, k)
+        past_k, past_v = self._past(loop, layer)
+        if loop == self.num_loops - 1:
+            self._encode(layer)
+        if past_k is None:
+            return new_k, v
+        return torch.cat([past_k, new_k], dim=2), torch.cat([past_v, v.to(past_v.dtype)], dim=2)
+
+    def end_forward(self):
+        new = self._new_positions
+        self.positions = new if self.positions is None else torch.cat([self.positions, new], dim=1)
+        self._new_positions = None
+        super().end_forward()
+
+    # -- internals -------------------------------------------------------------------------
+    def _groups(self, layer: int) -> slice:
+        """The codec groups of one layer (per head: H of them; heads joined: one)."""
+        per_layer = self.codec.num_groups // self.num_layers
+        return slice(layer * per_layer, (layer + 1) * per_layer)
+
+    def _past(self, loop: int, layer: int):
+        """Past tokens' (post-RoPE K, V) at (loop, layer), or (None, None) with no past."""
+        if self.read_path == "full":
+            i = self.entry(loop, layer)
+            return self.recon["k"][i], self.recon["v"][i]
+        if self.latents["k"][layer] is None:
+            return None, None
+        k = self._decode("k", layer, loop, self.latents["k"][layer])
+        v = self._decode("v", layer, loop, self.latents["v"][layer])
+        return self.rope(self.positions, k), v
+
+    def _decode(self, kind: str, layer: int, loop: int, latent: torch.Tensor) -> torch.Tensor:
+        """latent (B, S, groups of the layer, r) -> loop's pre-RoPE (B, H, S, d_head)."""
+        x = self.codec.decode(kind, latent, self._groups(layer), self._rows[loop])   # (B, S, G, H*dh/G)
+        b, s = x.shape[:2]
+        return x.reshape(b, s, self.num_kv_heads, self.head_dim).transpose(1, 2)
+
+    def _encode(self, layer: int) -> None:
+        loops = self._pending_kv.pop(layer)
+        for index, kind in ((0, "k"), (1, "v")):
+            x = torch.stack([step[index] for step in loops], dim=-2)      # (B, H, L, T, dh)
+            token = x.transpose(1, 2).unsqueeze(2)                         # (B, L, 1 layer, H, T, dh)
+            latent = self.codec.encode(kind, self.codec.to_vectors(token), self._groups(layer))  # (B, L, G, r)
+            if self.read_path == "full":
+                self._store_reconstruction(kind, layer, latent)
+            else:
+                old = self.latents[kind][layer]
+                self.latents[kind][layer] = latent if old is None else torch.cat([old, latent], dim=1)
+
+    def _store_reconstruction(self, kind: str, layer: int, latent: torch.Tensor) -> None:
+        for loop in range(self.num_loops):
+            x = self._decode(kind, layer, loop, latent)
+            if kind == "k":
+                x = self.rope(self._new_positions, x)
+            i = self.entry(loop, layer)
+            old = self.recon[kind][i]
+            self.recon[kind][i] = x if old is None else torch.cat([old, x], dim=2)
+
+    # -- accounting ------------------------------------------------------------------------
+    def bytes_per_token(self, dtype):
+        if self.read_path == "full":
+            element = torch.tensor([], dtype=dtype).element_size()
+            return 2 * self.num_loops * self.num_layers * self.num_kv_heads * self.head_dim * element
+        return self.codec.bytes_per_token(dtype)
+
+    def cached_tensors(self):
+        stores = self.recon if self.read_path == "full" else self.latents
+        return [t for kind in ("k", "v") for t in stores[kind] if t is not None]

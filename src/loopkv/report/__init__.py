@@ -1,0 +1,1 @@
+"""Tables and figures from results/*.json, the papers' reported values beside ours."""

@@ -1,0 +1,50 @@
+"""Figure 2 of the LLA paper, from our calibration: per-axis spectra and loop convergence."""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+AXES = ("loop", "head", "layer")
+
+
+def plot_cross_loop_structure(result: dict, paper: dict, pdf_path, png_path, dpi: int = 150) -> None:
+    fig, panels = plt.subplots(1, 4, figsize=(16, 3.6))
+    width = 0.38
+    x = range(len(AXES))
+    for i, (kind, colour) in enumerate((("k", "tab:blue"), ("v", "tab:orange"))):
+        spectra = result[kind]["spectra"]
+        offsets = [a + (i - 0.5) * width for a in x]
+        panels[0].bar(offsets, [spectra[a]["normalized_effective_rank"] for a in AXES], width, color=colour,
+                      label=kind.upper())
+        panels[1].bar(offsets, [spectra[a]["first_direction_energy"] for a in AXES], width, color=colour,
+                      label=kind.upper())
+        conv = result[kind]["convergence"]
+        loops = range(1, len(conv["cosine_to_final"]) + 1)
+        panels[2].plot(loops, conv["cosine_to_final"], marker="o", color=colour, label=kind.upper())
+        panels[3].plot(list(loops)[1:], conv["relative_change"][1:], marker="o", color=colour, label=kind.upper())
+    low, high = paper["loop_normalized_effective_rank"]
+    panels[0].axhspan(low, high, xmin=0.0, xmax=1 / 3, color="grey", alpha=0.3, label="paper, loop axis")
+    panels[1].hlines(paper["loop_first_direction_energy"], -0.5, 0.5, colors="black", linestyles="--",
+                     label="paper, loop axis")
+    for panel, title in zip(panels[:2], ("normalised effective rank", "first-direction energy")):
+        panel.set_xticks(list(x), AXES)
+        panel.set_ylim(0, 1.05)
+        panel.set_title(title)
+        panel.legend(fontsize=7)
+    shares = {k: result[k]["loop_variance_share"] for k in ("k", "v")}
+    panels[0].set_xlabel(f"loop-axis variance share: K {shares['k']:.1%}, V {shares['v']:.1%} "
+                         f"(paper {paper['loop_variance_share']['k']:.0%}, {paper['loop_variance_share']['v']:.0%})",
+                         fontsize=8)
+    panels[2].set_title("cosine to the final loop")
+    panels[3].set_title("relative change from the previous loop")
+    for panel in panels[2:]:
+        panel.set_xlabel("loop")
+        panel.xaxis.get_major_locator().set_params(integer=True)
+        panel.legend(fontsize=7)
+    fig.suptitle(result.get("title", "cross-loop structure of the teacher's K/V"), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(pdf_path, metadata={"CreationDate": None})  # byte-identical reruns
+    fig.savefig(png_path, dpi=dpi)
+    plt.close(fig)

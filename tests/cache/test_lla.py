@@ -1,0 +1,130 @@
+"""LLA and LLA-2D: SVD initialisation, exactness at full rank, latent reads, byte accounting."""
+import numpy as np
+import pytest
+import torch
+
+from loopkv.analysis.calibration import Calibration, capture_kv
+from loopkv.cache import make_cache
+from loopkv.cache.latent_codec import LAYOUTS, LatentCodec
+
+METHOD_LAYOUT = {"lla": "per_head", "lla2d": "joint_heads"}
+
+
+def sizes_of(config):
+    return {"layer": config.num_hidden_layers, "head": config.num_key_value_heads,
+            "loop": config.total_ut_steps, "dim": config.head_dim}
+
+
+@pytest.fixture(scope="module")
+def calibration(reference_model):
+    torch.manual_seed(0)
+    cal = Calibration(("per_head", "joint_heads"))
+    tokens = torch.randint(3, 256, (6, 40))
+    k, v = capture_kv(reference_model, tokens)
+    cal.add(k.flatten(0, 1), v.flatten(0, 1), sample=torch.arange(0, 240, 3))
+    return cal, k.flatten(0, 1), v.flatten(0, 1)
+
+
+def make_codec(config, calibration, rank_k, rank_v, layout="per_head"):
+    cal = calibration[0]
+    codec = LatentCodec(sizes_of(config), LAYOUTS[layout], {"k": rank_k, "v": rank_v})
+    codec.init_from_moments({kind: cal.moments[layout, kind].mean() for kind in "kv"},
+                            {kind: cal.moments[layout, kind].covariance() for kind in "kv"})
+    return codec
+
+
+def test_svd_init_is_the_top_principal_subspace(reference_model, calibration):
+    config = reference_model.config
+    codec = make_codec(config, calibration, 5, 9)
+    _, k, v = calibration
+    for kind, x, r in (("k", k, 5), ("v", v, 9)):
+        vec = codec.to_vectors(x).double()                          # (N, G, X)
+        for g in range(codec.num_groups):
+            data = vec[:, g]
+            centred = data - data.mean(0)
+            _, _, vh = torch.linalg.svd(centred, full_matrices=False)
+            want = vh[:r].T @ vh[:r]                                 # projector onto the top-r subspace
+            w = getattr(codec, f"down_{kind}")[g].double()
+            torch.testing.assert_close(w @ w.T, want, atol=1e-6, rtol=0)
+            torch.testing.assert_close(getattr(codec, f"mu_{kind}")[g].double(), data.mean(0), atol=1e-5, rtol=0)
+
+
+def test_layout_round_trip(reference_model, calibration):
+    _, k, _ = calibration
+    codec = make_codec(reference_model.config, calibration, 4, 4)
+    assert torch.equal(codec.from_vectors(codec.to_vectors(k)), k)
+
+
+@pytest.mark.parametrize("method", ["lla", "lla2d"])
+@pytest.mark.parametrize("read_path", ["latent", "full"])
+def test_full_rank_codec_reproduces_the_teacher(reference_model, reference_dir, calibration, method, read_path):
+    config = reference_model.config
+    layout = METHOD_LAYOUT[method]
+    width = config.total_ut_steps * config.head_dim * (config.num_key_value_heads if method == "lla2d" else 1)
+    codec = make_codec(config, calibration, width, width, layout)
+    expected = np.load(reference_dir / "expected.npz")
+    tokens = torch.tensor(expected["tokens"])
+    cache = make_cache(method, config, codec=codec, read_path=read_path)
+    with torch.no_grad():
+        pieces = [reference_model(tokens[:, :4], cache=cache).logits]
+        for i in range(4, tokens.shape[1]):
+            pieces.append(reference_model(tokens[:, i:i + 1], cache=cache).logits)
+    np.testing.assert_allclose(torch.cat(pieces, 1).numpy(), expected["logits_final"], atol=1e-4, rtol=0)
+
+
+def test_latent_reads_decode_what_was_encoded(reference_model, calibration):
+    """Past tokens are seen through decode(encode(x)) of their own K/V, rotated to their positions."""
+    config = reference_model.config
+    codec = make_codec(config, calibration, 3, 6)
+    tokens = torch.randint(3, 256, (2, 7))
+    cache = make_cache("lla", config, codec=codec)
+    with torch.no_grad():
+        reference_model(tokens, cache=cache)
+        k, _ = capture_kv(reference_model, tokens)                   # exact K/V of the prompt
+        want = codec.from_vectors(codec.decode("k", codec.encode("k", codec.to_vectors(k))))
+        positions = torch.arange(7).expand(2, 7)
+        for loop in range(config.total_ut_steps):
+            for layer in range(config.num_hidden_layers):
+                got, _ = cache._past(loop, layer)
+                ref = cache.rope(positions, want[:, :, layer, :, loop].transpose(1, 2))
+                torch.testing.assert_close(got, ref, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("method", ["lla", "lla2d"])
+@pytest.mark.parametrize("read_path", ["latent", "full"])
+def test_bytes_per_token_match_formula_and_allocation(reference_model, calibration, method, read_path):
+    config = reference_model.config
+    rk, rv = 3, 6
+    codec = make_codec(config, calibration, rk, rv, METHOD_LAYOUT[method])
+    cache = make_cache(method, config, codec=codec, read_path=read_path)
+    with torch.no_grad():
+        reference_model(torch.randint(3, 256, (2, 9)), cache=cache)
+        reference_model(torch.randint(3, 256, (2, 1)), cache=cache)
+    D, H, T, d = 2, 4, 3, 16
+    latents = D * H * (rk + rv) if method == "lla" else D * (rk + rv)
+    formula = latents * 4 if read_path == "latent" else 2 * T * D * H * d * 4
+    assert cache.bytes_per_token(torch.float32) == formula
+    assert cache.allocated_bytes() == formula * 2 * 10
+
+
+def test_ouro_1p4b_lla_4x_is_192_kib_per_token_in_bf16():
+    sizes = {"layer": 24, "head": 16, "loop": 4, "dim": 128}
+    codec = LatentCodec(sizes, ("layer", "head"), {"k": 96, "v": 160}).to("meta")
+    assert codec.bytes_per_token(torch.bfloat16) == 192 * 1024
+
+
+def test_a_codec_of_the_wrong_layout_or_size_is_rejected(reference_model, calibration):
+    config = reference_model.config
+    with pytest.raises(ValueError, match="groups"):
+        make_cache("lla", config, codec=make_codec(config, calibration, 4, 4, "joint_heads"))
+    other = LatentCodec({"layer": 2, "head": 4, "loop": 2, "dim": 16}, ("layer", "head"), {"k": 4, "v": 4})
+    with pytest.raises(ValueError, match="sizes"):
+        make_cache("lla", config, codec=other)
+
+
+def test_bad_ranks_and_layouts_are_rejected():
+    sizes = {"layer": 2, "head": 2, "loop": 2, "dim": 4}
+    with pytest.raises(ValueError, match="rank_k"):
+        LatentCodec(sizes, ("layer", "head"), {"k": 9, "v": 2})
+    with pytest.raises(ValueError, match="groups"):
+        LatentCodec(sizes, ("head",), {"k": 2, "v": 2})

@@ -1,0 +1,57 @@
+# Calibration: the teacher's K/V on calibration prompts, and the cross-loop structure (Figure 2).
+
+
+rule calibrate:
+    input:
+        teacher=f"{teacher_dir()}/config.json",
+        corpus=R("data/corpus/manifest.json"),
+        tasks=expand(R("data/tasks/{task}/manifest.json"), task=CALIBRATION_TASKS),
+    output:
+        state=R("calibration/calibration.pt"),
+        manifest=R("calibration/calibration.json"),
+    params:
+        cfg=cfg_json("calibration", "model"),
+        seed=config["seed"],
+        teacher=parent("teacher"),
+        corpus=parent("corpus"),
+        tasks=task_args({t: R(f"data/tasks/{t}") for t in CALIBRATION_TASKS}),
+    threads: config["calibration"]["threads"]
+    resources:
+        runtime=60,
+        mem_mb=8000,
+    log:
+        f"{LOGS}/calibration/calibrate.log",
+    conda:
+        "../../envs/loopkv.yaml"
+    shell:
+        "loopkv calibrate --cfg {params.cfg:q} --seed {params.seed} --teacher {params.teacher}"
+        " --corpus {params.corpus} {params.tasks} --out {output.state} --manifest {output.manifest} > {log} 2>&1"
+
+
+rule cross_loop_structure:
+    input:
+        R("calibration/calibration.pt"),
+    output:
+        R("analysis/cross_loop_structure.json"),
+    log:
+        f"{LOGS}/analysis/cross_loop_structure.log",
+    conda:
+        "../../envs/loopkv.yaml"
+    shell:
+        "loopkv cross-loop-structure --calibration {input} --out {output} > {log} 2>&1"
+
+
+rule fig2_spectra:
+    input:
+        R("analysis/cross_loop_structure.json"),
+    output:
+        pdf=f"{REPORTS}/fig2_spectra.pdf",
+        png=f"{REPORTS}/fig2_spectra.png",
+    params:
+        cfg=cfg_json("report"),
+    log:
+        f"{LOGS}/report/fig2_spectra.log",
+    conda:
+        "../../envs/loopkv.yaml"
+    shell:
+        "loopkv plot-cross-loop --cfg {params.cfg:q} --structure {input} --figure {output.pdf} > {log} 2>&1"
