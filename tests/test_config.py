@@ -185,7 +185,7 @@ BAD_CASES = [
     ("text-file-missing", {"data.corpus.text_files": ["{tmp}/missing.txt"]}, "data.corpus.text_files[0]"),
     ("tokenizer-pretrained-without-path", {"data.tokenizer.kind": "pretrained"}, "data.tokenizer.path"),
     ("tokenizer-path-missing", {"data.tokenizer.path": "{tmp}/no-tokenizer"}, "data.tokenizer.path"),
-    ("calibration-unknown-layout", {"calibration.layouts": ["per_loop"]}, "calibration.layouts[0]"),
+    ("calibration-unknown-layout", {"calibration.layouts": ["per_token"]}, "calibration.layouts[0]"),
     ("calibration-zero-mixture", {"calibration.mixture": {"corpus": 0}}, "calibration.mixture"),
     ("calibration-rows-too-short-for-passkey", {"calibration.seq_len": 64}, "calibration.seq_len"),
     ("calibration-longer-than-positions", {"calibration.seq_len": 4096}, "calibration.seq_len"),

@@ -1,4 +1,5 @@
-"""LLA and LLA-2D: SVD initialisation, exactness at full rank, latent reads, byte accounting."""
+"""Latent-codec caches (LLA, LLA-2D, mla_head): SVD initialisation, exactness at full rank,
+latent reads, byte accounting."""
 import numpy as np
 import pytest
 import torch
@@ -7,7 +8,19 @@ from loopkv.analysis.calibration import Calibration, capture_kv
 from loopkv.cache import make_cache
 from loopkv.cache.latent_codec import LAYOUTS, LatentCodec
 
-METHOD_LAYOUT = {"lla": "per_head", "lla2d": "joint_heads"}
+METHOD_LAYOUT = {"lla": "per_head", "lla2d": "joint_heads", "mla_head": "per_loop"}
+# (method, read_path) pairs; mla_head has one read path (its latents are per loop already)
+CACHES = [("lla", "latent"), ("lla", "full"), ("lla2d", "latent"), ("lla2d", "full"), ("mla_head", None)]
+
+
+def full_width(config, method):
+    T, H, d = config.total_ut_steps, config.num_key_value_heads, config.head_dim
+    return {"lla": T * d, "lla2d": H * T * d, "mla_head": H * d}[method]
+
+
+def build(method, read_path, config, codec):
+    kwargs = {} if read_path is None else {"read_path": read_path}
+    return make_cache(method, config, codec=codec, **kwargs)
 
 
 def sizes_of(config):
@@ -18,7 +31,7 @@ def sizes_of(config):
 @pytest.fixture(scope="module")
 def calibration(reference_model):
     torch.manual_seed(0)
-    cal = Calibration(("per_head", "joint_heads"))
+    cal = Calibration(("per_head", "joint_heads", "per_loop"))
     tokens = torch.randint(3, 256, (6, 40))
     k, v = capture_kv(reference_model, tokens)
     cal.add(k.flatten(0, 1), v.flatten(0, 1), sample=torch.arange(0, 240, 3))
@@ -55,16 +68,14 @@ def test_layout_round_trip(reference_model, calibration):
     assert torch.equal(codec.from_vectors(codec.to_vectors(k)), k)
 
 
-@pytest.mark.parametrize("method", ["lla", "lla2d"])
-@pytest.mark.parametrize("read_path", ["latent", "full"])
+@pytest.mark.parametrize("method, read_path", CACHES)
 def test_full_rank_codec_reproduces_the_teacher(reference_model, reference_dir, calibration, method, read_path):
     config = reference_model.config
-    layout = METHOD_LAYOUT[method]
-    width = config.total_ut_steps * config.head_dim * (config.num_key_value_heads if method == "lla2d" else 1)
-    codec = make_codec(config, calibration, width, width, layout)
+    width = full_width(config, method)
+    codec = make_codec(config, calibration, width, width, METHOD_LAYOUT[method])
     expected = np.load(reference_dir / "expected.npz")
     tokens = torch.tensor(expected["tokens"])
-    cache = make_cache(method, config, codec=codec, read_path=read_path)
+    cache = build(method, read_path, config, codec)
     with torch.no_grad():
         pieces = [reference_model(tokens[:, :4], cache=cache).logits]
         for i in range(4, tokens.shape[1]):
@@ -90,19 +101,18 @@ def test_latent_reads_decode_what_was_encoded(reference_model, calibration):
                 torch.testing.assert_close(got, ref, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("method", ["lla", "lla2d"])
-@pytest.mark.parametrize("read_path", ["latent", "full"])
+@pytest.mark.parametrize("method, read_path", CACHES)
 def test_bytes_per_token_match_formula_and_allocation(reference_model, calibration, method, read_path):
     config = reference_model.config
     rk, rv = 3, 6
     codec = make_codec(config, calibration, rk, rv, METHOD_LAYOUT[method])
-    cache = make_cache(method, config, codec=codec, read_path=read_path)
+    cache = build(method, read_path, config, codec)
     with torch.no_grad():
         reference_model(torch.randint(3, 256, (2, 9)), cache=cache)
         reference_model(torch.randint(3, 256, (2, 1)), cache=cache)
     D, H, T, d = 2, 4, 3, 16
-    latents = D * H * (rk + rv) if method == "lla" else D * (rk + rv)
-    formula = latents * 4 if read_path == "latent" else 2 * T * D * H * d * 4
+    latents = {"lla": D * H, "lla2d": D, "mla_head": T * D}[method] * (rk + rv)
+    formula = 2 * T * D * H * d * 4 if read_path == "full" else latents * 4
     assert cache.bytes_per_token(torch.float32) == formula
     assert cache.allocated_bytes() == formula * 2 * 10
 
@@ -111,6 +121,22 @@ def test_ouro_1p4b_lla_4x_is_192_kib_per_token_in_bf16():
     sizes = {"layer": 24, "head": 16, "loop": 4, "dim": 128}
     codec = LatentCodec(sizes, ("layer", "head"), {"k": 96, "v": 160}).to("meta")
     assert codec.bytes_per_token(torch.bfloat16) == 192 * 1024
+
+
+def test_low_rank_mla_head_reads_decode_what_was_encoded(reference_model, calibration):
+    config = reference_model.config
+    codec = make_codec(config, calibration, 5, 7, "per_loop")
+    tokens = torch.randint(3, 256, (2, 6))
+    cache = make_cache("mla_head", config, codec=codec)
+    with torch.no_grad():
+        reference_model(tokens, cache=cache)
+        k, _ = capture_kv(reference_model, tokens)
+    want = codec.from_vectors(codec.decode("k", codec.encode("k", codec.to_vectors(k))))
+    for loop in range(config.total_ut_steps):
+        for layer in range(config.num_hidden_layers):
+            group = slice(layer * config.total_ut_steps + loop, layer * config.total_ut_steps + loop + 1)
+            got = cache._decode("k", group, cache.latents["k"][cache.entry(loop, layer)])
+            torch.testing.assert_close(got, want[:, :, layer, :, loop].transpose(1, 2), atol=1e-5, rtol=0)
 
 
 def test_a_codec_of_the_wrong_layout_or_size_is_rejected(reference_model, calibration):

@@ -4,8 +4,9 @@ A token's pre-RoPE K (or V) across the model is a tensor over the axes (layer D,
 dim d_head). A codec layout says which axes are concatenated into one vector x and which index
 separate codecs ("groups"):
 
-    LLA      groups (layer, head)  x = [loop, dim]         width T*d_head   (the paper's codec)
-    LLA-2D   groups (layer,)       x = [head, loop, dim]   width H*T*d_head
+    LLA       groups (layer, head)  x = [loop, dim]         width T*d_head   (the paper's codec)
+    LLA-2D    groups (layer,)       x = [head, loop, dim]   width H*T*d_head
+    mla_head  groups (layer, loop)  x = [head, dim]         width H*d_head   (head-axis baseline)
 
 Per group and per kind (K, V): c = (x - mu) W_down (rank r), x_hat = c W_up^T + mu. W_up's rows
 for loop t are the paper's W_up,t, so one loop can be decoded alone.
@@ -19,7 +20,7 @@ from torch import nn
 
 AXIS_ORDER = ("layer", "head", "loop", "dim")
 KINDS = ("k", "v")
-LAYOUTS = {"per_head": ("layer", "head"), "joint_heads": ("layer",)}
+LAYOUTS = {"per_head": ("layer", "head"), "joint_heads": ("layer",), "per_loop": ("layer", "loop")}
 
 
 def concat_axes(groups: tuple[str, ...]) -> tuple[str, ...]:
@@ -71,7 +72,10 @@ class LatentCodec(nn.Module):
         return from_vectors(vec, self.groups, self.sizes)
 
     def loop_rows(self, loop: int) -> torch.Tensor:
-        """Indices into the width of the entries belonging to `loop` (the rows of W_up,t)."""
+        """Indices into the width of the entries belonging to `loop` (the rows of W_up,t); all rows
+        when the loop indexes the groups instead."""
+        if "loop" not in self.concat:
+            return torch.arange(self.width)
         shape = [self.sizes[a] for a in self.concat]
         index = torch.arange(self.width).reshape(shape)
         return index.select(self.concat.index("loop"), loop).reshape(-1)

@@ -6,6 +6,7 @@ from loopkv.cache.final_loop import FinalLoopCache
 from loopkv.cache.full import FullLoopCache
 from loopkv.cache.lla import LLACache
 from loopkv.cache.lla2d import LLA2DCache
+from loopkv.cache.mla_head import MLAHeadCache
 from loopkv.errors import LoopKVError
 
 METHODS: dict[str, type[LoopCache]] = {
@@ -13,6 +14,7 @@ METHODS: dict[str, type[LoopCache]] = {
     LLACache.name: LLACache,
     LLA2DCache.name: LLA2DCache,
     FinalLoopCache.name: FinalLoopCache,
+    MLAHeadCache.name: MLAHeadCache,
 }
 
 

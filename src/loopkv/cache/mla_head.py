@@ -1,0 +1,65 @@
+"""`mla_head`: the head-axis baseline of the LLA paper. Each (loop, layer) entry of a token keeps
+one K latent and one V latent over its heads, x = [heads, d_head] (width H*d_head), SVD-initialised
+like LLA; loops are not shared, so a token is encoded at every loop as soon as its K/V exist.
+
+Bytes per token = T * D * (r_k + r_v) * bytes(dtype).
+"""
+from __future__ import annotations
+
+import torch
+
+from loopkv.cache.base import LoopCache
+from loopkv.cache.latent_codec import LAYOUTS, LatentCodec
+
+
+class MLAHeadCache(LoopCache):
+    name = "mla_head"
+    layout = "per_loop"
+
+    def __init__(self, config, codec: LatentCodec):
+        super().__init__(config)
+        if codec.groups != LAYOUTS[self.layout]:
+            raise ValueError(f"{self.name} needs a codec with groups {LAYOUTS[self.layout]}, got {codec.groups}")
+        self.codec = codec
+        n = self.num_loops * self.num_layers
+        self.latents: dict[str, list[torch.Tensor | None]] = {"k": [None] * n, "v": [None] * n}
+        self.positions: torch.Tensor | None = None
+        self._new_positions: torch.Tensor | None = None
+
+    def begin_forward(self, positions):
+        super().begin_forward(positions)
+        self._new_positions = positions
+
+    def update(self, loop, layer, positions, k, v):
+        i = self.entry(loop, layer)
+        group = slice(layer * self.num_loops + loop, layer * self.num_loops + loop + 1)
+        past = [self._decode(kind, group, self.latents[kind][i]) for kind in ("k", "v")]
+        for kind, x in (("k", k), ("v", v)):
+            vec = x.transpose(1, 2).flatten(-2).unsqueeze(2)               # (B, L, 1, H*dh)
+            latent = self.codec.encode(kind, vec, group)
+            old = self.latents[kind][i]
+            self.latents[kind][i] = latent if old is None else torch.cat([old, latent], dim=1)
+        new_k = self.rope(positions, k)
+        if past[0] is None:
+            return new_k, v
+        return (torch.cat([self.rope(self.positions, past[0]), new_k], dim=2),
+                torch.cat([past[1], v], dim=2))
+
+    def end_forward(self):
+        new = self._new_positions
+        self.positions = new if self.positions is None else torch.cat([self.positions, new], dim=1)
+        super().end_forward()
+
+    def _decode(self, kind: str, group: slice, latent: torch.Tensor | None):
+        """latent (B, S, 1, r) -> pre-RoPE (B, H, S, d_head)."""
+        if latent is None:
+            return None
+        x = self.codec.decode(kind, latent, group)[:, :, 0]                # (B, S, H*dh)
+        b, s = x.shape[:2]
+        return x.reshape(b, s, self.num_kv_heads, self.head_dim).transpose(1, 2)
+
+    def bytes_per_token(self, dtype):
+        return self.codec.bytes_per_token(dtype)
+
+    def cached_tensors(self):
+        return [t for kind in ("k", "v") for t in self.latents[kind] if t is not None]
