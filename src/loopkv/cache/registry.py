@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 from loopkv.cache.base import LoopCache
+from loopkv.cache.cla import CLACache
 from loopkv.cache.final_loop import FinalLoopCache
 from loopkv.cache.full import FullLoopCache
+from loopkv.cache.kv_quant import QuantCache
 from loopkv.cache.lla import LLACache
 from loopkv.cache.lla2d import LLA2DCache
 from loopkv.cache.mla_head import MLAHeadCache
@@ -15,6 +17,8 @@ METHODS: dict[str, type[LoopCache]] = {
     LLA2DCache.name: LLA2DCache,
     FinalLoopCache.name: FinalLoopCache,
     MLAHeadCache.name: MLAHeadCache,
+    CLACache.name: CLACache,
+    QuantCache.name: QuantCache,
 }
 
 

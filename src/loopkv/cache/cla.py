@@ -1,0 +1,49 @@
+"""`cla`: cross-layer sharing (LLA paper's layer-axis baseline). Layers are grouped in spans of
+`span` adjacent layers; per loop, only the first layer of a group stores K/V, and the other layers
+of the group read past tokens through it. New tokens use their own exact K/V at every layer (the
+same rule as the other methods: a token's own forward is exact). span 1 is the teacher.
+
+Bytes per token = 2 * T * ceil(D / span) * H_kv * d_head * bytes(dtype).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from loopkv.cache.base import LoopCache
+
+
+class CLACache(LoopCache):
+    name = "cla"
+
+    def __init__(self, config, span: int):
+        super().__init__(config)
+        if not 1 <= span <= self.num_layers:
+            raise ValueError(f"span must be in [1, {self.num_layers}], got {span}")
+        self.span = span
+        self.num_groups = math.ceil(self.num_layers / span)
+        n = self.num_loops * self.num_groups
+        self.keys: list[torch.Tensor | None] = [None] * n    # post-RoPE, per (loop, group)
+        self.values: list[torch.Tensor | None] = [None] * n
+
+    def update(self, loop, layer, positions, k, v):
+        i = loop * self.num_groups + layer // self.span
+        new_k = self.rope(positions, k)
+        past = self.get_seq_length()
+        stored_k, stored_v = self.keys[i], self.values[i]
+        if layer % self.span == 0:   # the group's owner stores the new tokens
+            self.keys[i] = new_k if stored_k is None else torch.cat([stored_k, new_k], dim=2)
+            self.values[i] = v if stored_v is None else torch.cat([stored_v, v], dim=2)
+        if stored_k is None or past == 0:
+            return new_k, v
+        # the owner ran first in this loop and already appended the new tokens: read the past only
+        return (torch.cat([stored_k[:, :, :past], new_k], dim=2),
+                torch.cat([stored_v[:, :, :past], v], dim=2))
+
+    def bytes_per_token(self, dtype):
+        element = torch.tensor([], dtype=dtype).element_size()
+        return 2 * self.num_loops * self.num_groups * self.num_kv_heads * self.head_dim * element
+
+    def cached_tensors(self):
+        return [t for t in self.keys + self.values if t is not None]

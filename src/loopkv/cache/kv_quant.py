@@ -1,0 +1,106 @@
+"""`kv_quant`: b-bit K/V quantisation of the teacher's cache (LLA paper baseline, no training).
+Keys are quantised per channel over groups of `group_size` tokens (keys have outlier channels),
+values per token over d_head (KIVI's split); asymmetric min/max with a float16 scale and zero per
+group. Keys of the newest tokens wait in full precision until a group fills. Codes are bit-packed.
+
+Bytes per token, steady state (whole key groups), per (loop, layer, head):
+    2 * d_head * bits / 8          codes of K and V
+  + 4 * d_head / group_size        float16 scale and zero per key channel and group
+  + 4                              float16 scale and zero per value token
+times T * D * H_kv. Against a bf16 teacher (4 * d_head bytes) 4 bits is 4x less before the
+scale/zero overhead, which the formula counts.
+"""
+from __future__ import annotations
+
+import torch
+
+from loopkv.cache.base import LoopCache
+from loopkv.cache.bitpack import pack, unpack
+
+BITS = (2, 3, 4, 8)
+META_DTYPE = torch.float16
+
+
+def quantize(x: torch.Tensor, bits: int, dim: int):
+    """Asymmetric min/max quantisation along `dim`: (codes uint8, scale, zero) with
+    x ~= codes * scale + zero and |error| <= scale / 2 (plus float16 rounding of scale/zero)."""
+    low = x.amin(dim=dim, keepdim=True).to(META_DTYPE)
+    high = x.amax(dim=dim, keepdim=True).to(META_DTYPE)
+    scale = ((high.float() - low.float()) / (2**bits - 1)).clamp(min=1e-8).to(META_DTYPE)
+    codes = ((x.float() - low.float()) / scale.float()).round().clamp(0, 2**bits - 1).to(torch.uint8)
+    return codes, scale, low
+
+
+def dequantize(codes: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor, dtype) -> torch.Tensor:
+    return (codes.float() * scale.float() + zero.float()).to(dtype)
+
+
+class QuantCache(LoopCache):
+    name = "kv_quant"
+
+    def __init__(self, config, bits: int, group_size: int = 32):
+        super().__init__(config)
+        if bits not in BITS:
+            raise ValueError(f"bits must be one of {BITS}, got {bits}")
+        if group_size < 1 or config.head_dim % 8:
+            raise ValueError(f"need group_size >= 1 and head_dim % 8 == 0, got {group_size}, {config.head_dim}")
+        self.bits, self.group_size = bits, group_size
+        n = self.num_loops * self.num_layers
+        # per entry: packed key groups (B, H, groups * G, dh * bits / 8) + scale/zero (B, H, groups, dh),
+        # full-precision key residual (B, H, < G, dh), packed values (B, H, S, ...) + (B, H, S, 1) scale/zero
+        self.k_codes, self.k_scale, self.k_zero = [None] * n, [None] * n, [None] * n
+        self.k_residual: list[torch.Tensor | None] = [None] * n
+        self.v_codes, self.v_scale, self.v_zero = [None] * n, [None] * n, [None] * n
+
+    def update(self, loop, layer, positions, k, v):
+        i = self.entry(loop, layer)
+        new_k = self.rope(positions, k)
+        past_k, past_v = self._read(i, k.dtype)
+        self._write(i, new_k, v)
+        if past_k is None:
+            return new_k, v
+        return torch.cat([past_k, new_k], dim=2), torch.cat([past_v, v], dim=2)
+
+    def _read(self, i: int, dtype):
+        if self.v_codes[i] is None:
+            return None, None
+        parts = []
+        if self.k_codes[i] is not None:
+            codes = unpack(self.k_codes[i], self.bits)                         # (B, H, groups*G, dh)
+            b, h, s, d = codes.shape
+            grouped = codes.reshape(b, h, s // self.group_size, self.group_size, d)
+            keys = dequantize(grouped, self.k_scale[i][:, :, :, None], self.k_zero[i][:, :, :, None], dtype)
+            parts.append(keys.reshape(b, h, s, d))
+        if self.k_residual[i] is not None:
+            parts.append(self.k_residual[i])
+        values = dequantize(unpack(self.v_codes[i], self.bits), self.v_scale[i], self.v_zero[i], dtype)
+        return torch.cat(parts, dim=2), values
+
+    def _write(self, i: int, new_k: torch.Tensor, v: torch.Tensor) -> None:
+        codes, scale, zero = quantize(v, self.bits, dim=-1)                    # per token
+        self.v_codes[i] = _append(self.v_codes[i], pack(codes, self.bits))
+        self.v_scale[i] = _append(self.v_scale[i], scale)
+        self.v_zero[i] = _append(self.v_zero[i], zero)
+        residual = _append(self.k_residual[i], new_k)
+        whole = residual.shape[2] // self.group_size * self.group_size
+        if whole:
+            b, h, _, d = residual.shape
+            groups = residual[:, :, :whole].reshape(b, h, whole // self.group_size, self.group_size, d)
+            codes, scale, zero = quantize(groups, self.bits, dim=3)            # per channel over the group
+            self.k_codes[i] = _append(self.k_codes[i], pack(codes.reshape(b, h, whole, d), self.bits))
+            self.k_scale[i] = _append(self.k_scale[i], scale[:, :, :, 0])
+            self.k_zero[i] = _append(self.k_zero[i], zero[:, :, :, 0])
+        self.k_residual[i] = residual[:, :, whole:] if residual.shape[2] > whole else None
+
+    def bytes_per_token(self, dtype):
+        d, meta = self.head_dim, torch.tensor([], dtype=META_DTYPE).element_size()
+        per_head = 2 * d * self.bits // 8 + 2 * meta * d / self.group_size + 2 * meta
+        return int(self.num_loops * self.num_layers * self.num_kv_heads * per_head)
+
+    def cached_tensors(self):
+        stores = (self.k_codes, self.k_scale, self.k_zero, self.k_residual, self.v_codes, self.v_scale, self.v_zero)
+        return [t for store in stores for t in store if t is not None]
+
+
+def _append(old: torch.Tensor | None, new: torch.Tensor) -> torch.Tensor:
+    return new if old is None else torch.cat([old, new], dim=2)
