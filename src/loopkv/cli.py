@@ -10,7 +10,6 @@ import argparse
 import importlib
 import sys
 
-from loopkv.cli_args import json_arg  # noqa: F401  (re-exported for command modules)
 from loopkv.errors import LoopKVError
 
 # modules with a `register(subparsers)` function, in the order they appear in --help

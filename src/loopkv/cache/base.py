@@ -39,6 +39,10 @@ class LoopCache(ABC):
         self.rotary = Rotary(config.head_dim, config.rope_theta)
         self._seen_tokens = 0
         self._pending = 0
+        # RoPE positions of the cached tokens (B, S) and of the tokens of the running forward;
+        # bookkeeping for methods that rotate on read, not K/V payload
+        self.positions: torch.Tensor | None = None
+        self._new_positions: torch.Tensor | None = None
         # cos/sin tables per positions tensor, reused across the T*D calls of one forward
         self._rope_tables: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 
@@ -50,6 +54,7 @@ class LoopCache(ABC):
     def begin_forward(self, positions: torch.Tensor) -> None:
         """positions (B, L): RoPE positions of the new tokens (shared by all their loops)."""
         self._pending = positions.shape[1]
+        self._new_positions = positions
         self._rope_tables = {}
 
     def attend(self, loop: int, layer: int, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
@@ -72,6 +77,8 @@ class LoopCache(ABC):
         """
 
     def end_forward(self) -> None:
+        self.positions = concat(self.positions, self._new_positions, dim=1)
+        self._new_positions = None
         self._seen_tokens += self._pending
         self._pending = 0
 
@@ -105,3 +112,8 @@ class LoopCache(ABC):
     def entry(self, loop: int, layer: int) -> int:
         """Index of a (loop, layer) entry, Ouro's convention: loop * num_layers + layer."""
         return loop * self.num_layers + layer
+
+
+def concat(old: torch.Tensor | None, new: torch.Tensor, dim: int = 2) -> torch.Tensor:
+    """Append `new` to a stored tensor that may not exist yet (dim 2 = tokens in (B, H, S, d))."""
+    return new if old is None else torch.cat([old, new], dim=dim)

@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from loopkv.cache.base import LoopCache
+from loopkv.cache.base import LoopCache, concat
 
 
 class CLACache(LoopCache):
@@ -33,8 +33,7 @@ class CLACache(LoopCache):
         past = self.get_seq_length()
         stored_k, stored_v = self.keys[i], self.values[i]
         if layer % self.span == 0:   # the group's owner stores the new tokens
-            self.keys[i] = new_k if stored_k is None else torch.cat([stored_k, new_k], dim=2)
-            self.values[i] = v if stored_v is None else torch.cat([stored_v, v], dim=2)
+            self.keys[i], self.values[i] = concat(stored_k, new_k), concat(stored_v, v)
         if stored_k is None or past == 0:
             return new_k, v
         # the owner ran first in this loop and already appended the new tokens: read the past only

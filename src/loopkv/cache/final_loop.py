@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from loopkv.cache.base import LoopCache
+from loopkv.cache.base import LoopCache, concat
 
 
 class FinalLoopCache(LoopCache):
@@ -22,8 +22,7 @@ class FinalLoopCache(LoopCache):
         new_k = self.rope(positions, k)
         past_k, past_v = self.keys[layer], self.values[layer]
         if loop == self.num_loops - 1:
-            self.keys[layer] = new_k if past_k is None else torch.cat([past_k, new_k], dim=2)
-            self.values[layer] = v if past_v is None else torch.cat([past_v, v], dim=2)
+            self.keys[layer], self.values[layer] = concat(past_k, new_k), concat(past_v, v)
             return self.keys[layer], self.values[layer]
         if past_k is None:
             return new_k, v

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from loopkv.cache.base import LoopCache
+from loopkv.cache.base import LoopCache, concat
 
 
 class FullLoopCache(LoopCache):
@@ -20,12 +20,9 @@ class FullLoopCache(LoopCache):
 
     def update(self, loop, layer, positions, k, v):
         i = self.entry(loop, layer)
-        k = self.rope(positions, k)
-        if self.keys[i] is not None:
-            k = torch.cat([self.keys[i], k], dim=2)
-            v = torch.cat([self.values[i], v], dim=2)
-        self.keys[i], self.values[i] = k, v
-        return k, v
+        self.keys[i] = concat(self.keys[i], self.rope(positions, k))
+        self.values[i] = concat(self.values[i], v)
+        return self.keys[i], self.values[i]
 
     def bytes_per_token(self, dtype):
         element = torch.tensor([], dtype=dtype).element_size()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from loopkv.cache.base import LoopCache
+from loopkv.cache.base import LoopCache, concat
 from loopkv.cache.bitpack import pack, unpack
 
 BITS = (2, 3, 4, 8)
@@ -78,18 +78,18 @@ class QuantCache(LoopCache):
 
     def _write(self, i: int, new_k: torch.Tensor, v: torch.Tensor) -> None:
         codes, scale, zero = quantize(v, self.bits, dim=-1)                    # per token
-        self.v_codes[i] = _append(self.v_codes[i], pack(codes, self.bits))
-        self.v_scale[i] = _append(self.v_scale[i], scale)
-        self.v_zero[i] = _append(self.v_zero[i], zero)
-        residual = _append(self.k_residual[i], new_k)
+        self.v_codes[i] = concat(self.v_codes[i], pack(codes, self.bits))
+        self.v_scale[i] = concat(self.v_scale[i], scale)
+        self.v_zero[i] = concat(self.v_zero[i], zero)
+        residual = concat(self.k_residual[i], new_k)
         whole = residual.shape[2] // self.group_size * self.group_size
         if whole:
             b, h, _, d = residual.shape
             groups = residual[:, :, :whole].reshape(b, h, whole // self.group_size, self.group_size, d)
             codes, scale, zero = quantize(groups, self.bits, dim=3)            # per channel over the group
-            self.k_codes[i] = _append(self.k_codes[i], pack(codes.reshape(b, h, whole, d), self.bits))
-            self.k_scale[i] = _append(self.k_scale[i], scale[:, :, :, 0])
-            self.k_zero[i] = _append(self.k_zero[i], zero[:, :, :, 0])
+            self.k_codes[i] = concat(self.k_codes[i], pack(codes.reshape(b, h, whole, d), self.bits))
+            self.k_scale[i] = concat(self.k_scale[i], scale[:, :, :, 0])
+            self.k_zero[i] = concat(self.k_zero[i], zero[:, :, :, 0])
         self.k_residual[i] = residual[:, :, whole:] if residual.shape[2] > whole else None
 
     def bytes_per_token(self, dtype):
@@ -100,7 +100,3 @@ class QuantCache(LoopCache):
     def cached_tensors(self):
         stores = (self.k_codes, self.k_scale, self.k_zero, self.k_residual, self.v_codes, self.v_scale, self.v_zero)
         return [t for store in stores for t in store if t is not None]
-
-
-def _append(old: torch.Tensor | None, new: torch.Tensor) -> torch.Tensor:
-    return new if old is None else torch.cat([old, new], dim=2)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from loopkv.cache.base import LoopCache
+from loopkv.cache.base import LoopCache, concat
 from loopkv.cache.latent_codec import LAYOUTS, LatentCodec
 
 READ_PATHS = ("latent", "full")
@@ -45,14 +45,8 @@ class LLACache(LoopCache):
         D, T = self.num_layers, self.num_loops
         self.latents: dict[str, list[torch.Tensor | None]] = {"k": [None] * D, "v": [None] * D}
         self.recon: dict[str, list[torch.Tensor | None]] = {"k": [None] * (T * D), "v": [None] * (T * D)}
-        self.positions: torch.Tensor | None = None          # (B, S_past) RoPE positions
         self._pending_kv: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
-        self._new_positions: torch.Tensor | None = None
         self._rows = [codec.loop_rows(t) for t in range(T)]
-
-    def begin_forward(self, positions):
-        super().begin_forward(positions)
-        self._new_positions = positions
 
     def update(self, loop, layer, positions, k, v):
         self._pending_kv.setdefault(layer, []).append((k, v))
@@ -63,12 +57,6 @@ class LLACache(LoopCache):
         if past_k is None:
             return new_k, v
         return torch.cat([past_k, new_k], dim=2), torch.cat([past_v, v.to(past_v.dtype)], dim=2)
-
-    def end_forward(self):
-        new = self._new_positions
-        self.positions = new if self.positions is None else torch.cat([self.positions, new], dim=1)
-        self._new_positions = None
-        super().end_forward()
 
     # -- internals -------------------------------------------------------------------------
     def _groups(self, layer: int) -> slice:
@@ -102,8 +90,7 @@ class LLACache(LoopCache):
             if self.read_path == "full":
                 self._store_reconstruction(kind, layer, latent)
             else:
-                old = self.latents[kind][layer]
-                self.latents[kind][layer] = latent if old is None else torch.cat([old, latent], dim=1)
+                self.latents[kind][layer] = concat(self.latents[kind][layer], latent, dim=1)
 
     def _store_reconstruction(self, kind: str, layer: int, latent: torch.Tensor) -> None:
         for loop in range(self.num_loops):
@@ -111,8 +98,7 @@ class LLACache(LoopCache):
             if kind == "k":
                 x = self.rope(self._new_positions, x)
             i = self.entry(loop, layer)
-            old = self.recon[kind][i]
-            self.recon[kind][i] = x if old is None else torch.cat([old, x], dim=2)
+            self.recon[kind][i] = concat(self.recon[kind][i], x)
 
     # -- accounting ------------------------------------------------------------------------
     def bytes_per_token(self, dtype):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from loopkv.cache.base import LoopCache
+from loopkv.cache.base import LoopCache, concat
 from loopkv.cache.latent_codec import LAYOUTS, LatentCodec
 
 
@@ -23,12 +23,6 @@ class MLAHeadCache(LoopCache):
         self.codec = codec
         n = self.num_loops * self.num_layers
         self.latents: dict[str, list[torch.Tensor | None]] = {"k": [None] * n, "v": [None] * n}
-        self.positions: torch.Tensor | None = None
-        self._new_positions: torch.Tensor | None = None
-
-    def begin_forward(self, positions):
-        super().begin_forward(positions)
-        self._new_positions = positions
 
     def update(self, loop, layer, positions, k, v):
         i = self.entry(loop, layer)
@@ -36,19 +30,12 @@ class MLAHeadCache(LoopCache):
         past = [self._decode(kind, group, self.latents[kind][i]) for kind in ("k", "v")]
         for kind, x in (("k", k), ("v", v)):
             vec = x.transpose(1, 2).flatten(-2).unsqueeze(2)               # (B, L, 1, H*dh)
-            latent = self.codec.encode(kind, vec, group)
-            old = self.latents[kind][i]
-            self.latents[kind][i] = latent if old is None else torch.cat([old, latent], dim=1)
+            self.latents[kind][i] = concat(self.latents[kind][i], self.codec.encode(kind, vec, group), dim=1)
         new_k = self.rope(positions, k)
         if past[0] is None:
             return new_k, v
         return (torch.cat([self.rope(self.positions, past[0]), new_k], dim=2),
                 torch.cat([past[1], v], dim=2))
-
-    def end_forward(self):
-        new = self._new_positions
-        self.positions = new if self.positions is None else torch.cat([self.positions, new], dim=1)
-        super().end_forward()
 
     def _decode(self, kind: str, group: slice, latent: torch.Tensor | None):
         """latent (B, S, 1, r) -> pre-RoPE (B, H, S, d_head)."""

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from loopkv.cli_args import json_arg
 from loopkv.utils.atomic import atomic_path, write_json
 from loopkv.utils.provenance import Provenance
 
 
 def register(subparsers) -> None:
-    from loopkv.cli import json_arg   # here, not at module level: loopkv.cli imports this module
 
     p = subparsers.add_parser("data-corpus", help="clean the source texts and split them into train/val/test")
     p.add_argument("--cfg", type=json_arg, required=True, help="the data.corpus config section as JSON")

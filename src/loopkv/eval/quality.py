@@ -11,14 +11,14 @@ import torch
 
 from loopkv.data.tasks.arithmetic import check_answer
 from loopkv.eval.generation import CacheFactory, continuation_logprobs, greedy_generate
+from loopkv.eval.heldout import heldout_cross_entropy
 from loopkv.train.mixture import encode_prompt, encode_text, heldout_windows
-from loopkv.train.pretrain import validation_loss
 from loopkv.utils.atomic import read_jsonl
 
 
 def heldout_loss(model, tokenizer, test_text: str, seq_len: int, batches: int, batch_size: int) -> dict:
     windows = heldout_windows(encode_text(tokenizer, test_text), seq_len, batches * batch_size)
-    result = validation_loss(model, windows, batch_size)
+    result = heldout_cross_entropy(model, windows, batch_size)
     result["n_tokens"] = int(windows[:, 1:].numel())
     return result
 

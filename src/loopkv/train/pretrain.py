@@ -17,7 +17,8 @@ from loopkv.data.tokenizer import load_tokenizer
 from loopkv.models import OuroConfig, OuroForCausalLM
 from loopkv.train.checkpoint import load_checkpoint, save_checkpoint
 from loopkv.train.mixture import Mixture, encode_text, heldout_windows, load_task_examples
-from loopkv.train.objectives import ouro_loss, per_loop_cross_entropy
+from loopkv.eval.heldout import heldout_cross_entropy
+from loopkv.train.objectives import ouro_loss
 from loopkv.train.schedule import warmup_cosine
 from loopkv.utils.seeding import derive_seed, seed_everything
 
@@ -43,27 +44,6 @@ def _optimizer(model, cfg):
         [{"params": decay, "weight_decay": cfg["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}],
         lr=cfg["lr"], betas=(0.9, 0.95), eps=1e-8,
     )
-
-
-@torch.no_grad()
-def validation_loss(model, windows: torch.Tensor, batch_size: int) -> dict:
-    """Per-loop and exit-weighted next-token CE (nats/token) on fixed held-out windows."""
-    model.eval()
-    total_loops = None
-    total_expected = 0.0
-    count = 0
-    for i in range(0, len(windows), batch_size):
-        rows = windows[i:i + batch_size]
-        out = model(rows[:, :-1], output_loop_logits=True, use_cache=False)
-        ce = per_loop_cross_entropy(out.loop_logits, rows[:, 1:])          # (T, B, L)
-        n = ce[0].numel()
-        loops = ce.sum(dim=(1, 2))
-        total_loops = loops if total_loops is None else total_loops + loops
-        total_expected += float((out.exit_pdf.permute(2, 0, 1) * ce).sum())
-        count += n
-    model.train()
-    per_loop = (total_loops / count).tolist()
-    return {"final_loop_ce": per_loop[-1], "per_loop_ce": per_loop, "expected_ce": total_expected / count}
 
 
 def pretrain(cfg: dict, arch: dict, dtype: str, seed: int, corpus_dir, tokenizer_dir, task_dirs: dict,
@@ -119,7 +99,7 @@ def pretrain(cfg: dict, arch: dict, dtype: str, seed: int, corpus_dir, tokenizer
         bar.set_postfix(loss=f"{float(terms['expected_ce']):.3f}", tok_s=f"{tokens_per_step / dt:.0f}")
         done = step + 1
         if done % cfg["eval_every"] == 0 or done == steps:
-            curve["val"].append({"step": done, **validation_loss(model, val_windows, cfg["batch_size"])})
+            curve["val"].append({"step": done, **heldout_cross_entropy(model, val_windows, cfg["batch_size"])})
         if done % cfg["checkpoint_every"] == 0 or done == steps:
             save_checkpoint(checkpoint_dir, {
                 "step": done, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
