@@ -241,31 +241,28 @@ def _check_model(c: dict) -> Iterator[Problem]:
         yield "model.path", "required when model.source is 'pretrained'"
 
 
+def _check_windows(c: dict) -> Iterator[Problem]:
+    """Every token window and every row mixture the stages use."""
+    max_pos = c["model"]["arch"]["max_position_embeddings"]
+    for section in ("teacher", "teacher_eval", "calibration"):
+        length = c[section]["seq_len"]
+        if length > max_pos:
+            yield f"{section}.seq_len", f"must be <= model.arch.max_position_embeddings ({max_pos}), got {length}"
+    for section in ("teacher", "calibration"):
+        mixture = c[section]["mixture"]
+        if sum(mixture.values()) <= 0:
+            yield f"{section}.mixture", f"weights must have a positive sum, got {mixture}"
+
+
 def _check_teacher(c: dict) -> Iterator[Problem]:
     teacher = c["teacher"]
-    max_pos = c["model"]["arch"]["max_position_embeddings"]
-    if teacher["seq_len"] > max_pos:
-        yield ("teacher.seq_len",
-               f"must be <= model.arch.max_position_embeddings ({max_pos}), got {teacher['seq_len']}")
-    eval_len = c["teacher_eval"]["seq_len"]
-    if eval_len > max_pos:
-        yield ("teacher_eval.seq_len",
-               f"must be <= model.arch.max_position_embeddings ({max_pos}), got {eval_len}")
     if teacher["warmup_steps"] > teacher["steps"]:
         yield ("teacher.warmup_steps",
                f"must be <= teacher.steps ({teacher['steps']}), got {teacher['warmup_steps']}")
-    if sum(teacher["mixture"].values()) <= 0:
-        yield "teacher.mixture", f"weights must have a positive sum, got {teacher['mixture']}"
 
 
 def _check_calibration(c: dict) -> Iterator[Problem]:
     cal = c["calibration"]
-    max_pos = c["model"]["arch"]["max_position_embeddings"]
-    if cal["seq_len"] > max_pos:
-        yield ("calibration.seq_len",
-               f"must be <= model.arch.max_position_embeddings ({max_pos}), got {cal['seq_len']}")
-    if sum(cal["mixture"].values()) <= 0:
-        yield "calibration.mixture", f"weights must have a positive sum, got {cal['mixture']}"
     # calibration rows pack whole passkey examples (<bos> + example + <eos>) like training rows
     too_long = [n for n in c["data"]["tasks"]["passkey"]["train_lengths"] if n > cal["seq_len"] - 1]
     if cal["mixture"].get("passkey", 0) > 0 and too_long:
@@ -275,7 +272,8 @@ def _check_calibration(c: dict) -> Iterator[Problem]:
 
 
 _SEMANTIC_CHECKS: list[Callable[[dict], Iterator[Problem]]] = [
-    _check_corpus, _check_tokenizer, _check_tasks, _check_model, _check_teacher, _check_calibration,
+    _check_corpus, _check_tokenizer, _check_tasks, _check_model, _check_windows, _check_teacher,
+    _check_calibration,
 ]
 
 
