@@ -17,6 +17,8 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/teacher.smk"
 include: "workflow/rules/calibrate.smk"
+include: "workflow/rules/methods.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:

@@ -105,6 +105,9 @@ def test_schema_conventions():
 
     def walk(node: dict, where: str) -> None:
         if node.get("type") == "object":
+            if isinstance(node.get("additionalProperties"), dict):   # a map keyed by labels
+                assert "properties" not in node and "description" in node, where
+                return
             assert node.get("additionalProperties") is False, where
             for key, sub in node["properties"].items():
                 for field in ("type", "description", "default"):
@@ -190,6 +193,19 @@ BAD_CASES = [
     ("calibration-rows-too-short-for-passkey", {"calibration.seq_len": 64}, "calibration.seq_len"),
     ("calibration-longer-than-positions", {"calibration.seq_len": 4096}, "calibration.seq_len"),
     ("report-dpi-too-low", {"report.dpi": 10}, "report.dpi"),
+    ("table1-unknown-budget", {"methods.table1": {"8x": ["lla"]}}, "methods.table1.8x"),
+    ("table1-unreachable-cell", {"methods.table1": {"5.33x": ["cla"]}}, "methods.table1.5.33x"),
+    ("table1-unknown-method", {"methods.table1": {"4x": ["h2o"]}}, "methods.table1.4x[0]"),
+    ("budget-ratio-below-1", {"methods.budgets": {"4x": 0.5}}, "methods.budgets.4x"),
+    ("k-share-is-1", {"methods.k_share": 1.0}, "methods.k_share"),
+    ("bad-read-path", {"methods.read_path": "absorbed"}, "methods.read_path"),
+    ("distill-warmup-over-steps", {"distill.warmup_steps": 1000}, "distill.warmup_steps"),
+    ("distill-longer-than-positions", {"distill.seq_len": 4096}, "distill.seq_len"),
+    ("distill-zero-mixture", {"distill.mixture": {"corpus": 0}}, "distill.mixture"),
+    ("distill-rows-too-short-for-passkey", {"distill.seq_len": 64}, "distill.seq_len"),
+    ("distill-zero-stage-3", {"distill.zero_stage": 3}, "distill.zero_stage"),
+    ("codec-without-calibration-moments", {"calibration.layouts": ["per_head", "per_loop"]}, "methods.table1.5.33x"),
+    ("method-eval-zero-windows", {"method_eval.kl_windows": 0}, "method_eval.kl_windows"),
 ]
 
 

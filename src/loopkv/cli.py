@@ -18,6 +18,7 @@ _COMMAND_MODULES = (
     "loopkv.train.commands",
     "loopkv.eval.commands",
     "loopkv.analysis.commands",
+    "loopkv.report.commands",
     "loopkv.config_commands",
 )
 

@@ -244,36 +244,63 @@ def _check_model(c: dict) -> Iterator[Problem]:
 def _check_windows(c: dict) -> Iterator[Problem]:
     """Every token window and every row mixture the stages use."""
     max_pos = c["model"]["arch"]["max_position_embeddings"]
-    for section in ("teacher", "teacher_eval", "calibration"):
+    for section in ("teacher", "teacher_eval", "calibration", "distill", "method_eval"):
         length = c[section]["seq_len"]
         if length > max_pos:
             yield f"{section}.seq_len", f"must be <= model.arch.max_position_embeddings ({max_pos}), got {length}"
-    for section in ("teacher", "calibration"):
+    for section in ("teacher", "calibration", "distill"):
         mixture = c[section]["mixture"]
         if sum(mixture.values()) <= 0:
             yield f"{section}.mixture", f"weights must have a positive sum, got {mixture}"
 
 
-def _check_teacher(c: dict) -> Iterator[Problem]:
-    teacher = c["teacher"]
-    if teacher["warmup_steps"] > teacher["steps"]:
-        yield ("teacher.warmup_steps",
-               f"must be <= teacher.steps ({teacher['steps']}), got {teacher['warmup_steps']}")
+def _check_schedules(c: dict) -> Iterator[Problem]:
+    for section in ("teacher", "distill"):
+        if c[section]["warmup_steps"] > c[section]["steps"]:
+            yield (f"{section}.warmup_steps",
+                   f"must be <= {section}.steps ({c[section]['steps']}), got {c[section]['warmup_steps']}")
 
 
-def _check_calibration(c: dict) -> Iterator[Problem]:
-    cal = c["calibration"]
-    # calibration rows pack whole passkey examples (<bos> + example + <eos>) like training rows
-    too_long = [n for n in c["data"]["tasks"]["passkey"]["train_lengths"] if n > cal["seq_len"] - 1]
-    if cal["mixture"].get("passkey", 0) > 0 and too_long:
-        yield ("calibration.seq_len",
-               f"must exceed every data.tasks.passkey.train_lengths when the mixture draws passkey rows, "
-               f"got {cal['seq_len']} for lengths {too_long}")
+def _check_packed_rows(c: dict) -> Iterator[Problem]:
+    """Stages that pack whole passkey examples (<bos> + example + <eos>) into rows, like training."""
+    for section in ("calibration", "distill"):
+        length = c[section]["seq_len"]
+        too_long = [n for n in c["data"]["tasks"]["passkey"]["train_lengths"] if n > length - 1]
+        if c[section]["mixture"].get("passkey", 0) > 0 and too_long:
+            yield (f"{section}.seq_len",
+                   f"must exceed every data.tasks.passkey.train_lengths when the mixture draws passkey rows, "
+                   f"got {length} for lengths {too_long}")
+
+
+def _check_methods(c: dict) -> Iterator[Problem]:
+    """Every table cell must be a budget its method reaches exactly on this architecture."""
+    from loopkv.cache.budget import CacheShape
+    from loopkv.cache.settings import CACHE_BITS, LAYOUT_OF_CODEC, setting_at_ratio
+
+    methods, arch = c["methods"], c["model"]["arch"]
+    shape = CacheShape(arch["num_hidden_layers"], arch["num_attention_heads"], arch["total_ut_steps"],
+                       arch["head_dim"])
+    for budget, names in methods["table1"].items():
+        if budget not in methods["budgets"]:
+            yield (f"methods.table1.{budget}",
+                   f"unknown budget label (methods.budgets has {', '.join(methods['budgets'])})")
+            continue
+        ratio = methods["budgets"][budget]
+        for name in names:
+            layout = LAYOUT_OF_CODEC.get(name)
+            if layout is not None and layout not in c["calibration"]["layouts"]:
+                yield (f"methods.table1.{budget}",
+                       f"{name} is SVD-initialised from {layout!r} moments: add it to calibration.layouts")
+                continue
+            if setting_at_ratio(name, shape, ratio, CACHE_BITS[methods["cache_dtype"]], methods["k_share"]) is None:
+                yield (f"methods.table1.{budget}",
+                       f"{name} cannot reach {ratio:g}x with T={shape.loops}, D={shape.layers}, "
+                       f"H={shape.heads}, d_head={shape.head_dim} and a {methods['cache_dtype']} cache")
 
 
 _SEMANTIC_CHECKS: list[Callable[[dict], Iterator[Problem]]] = [
-    _check_corpus, _check_tokenizer, _check_tasks, _check_model, _check_windows, _check_teacher,
-    _check_calibration,
+    _check_corpus, _check_tokenizer, _check_tasks, _check_model, _check_windows, _check_schedules,
+    _check_packed_rows, _check_methods,
 ]
 
 

@@ -6,8 +6,23 @@ from workflow_helpers import REPO, planned_jobs, snakemake
 
 def test_default_target_plans_data_and_teacher(workdir):
     jobs = planned_jobs(workdir)
+    # Table 1 of the default config: 8 distilled codec cells, 13 evaluated cells (teacher included)
     assert jobs == {"corpus": 1, "tokenizer": 1, "task_data": 3, "teacher_pretrain": 1, "teacher_eval": 1,
-                    "calibrate": 1, "cross_loop_structure": 1, "fig2_spectra": 1, "all": 1}
+                    "calibrate": 1, "cross_loop_structure": 1, "fig2_spectra": 1, "distill": 8,
+                    "method_eval": 13, "table1": 1, "all": 1}
+
+
+def test_table1_cells_follow_the_config(workdir):
+    # config files merge key by key, so every budget of the default is restated
+    edit = {"methods": {"table1": {"4x": ["lla", "kv_quant"], "5.33x": [], "21.33x": ["lla2d"]}}}
+    (workdir / "cells.yaml").write_text(yaml.safe_dump(edit))
+    jobs = planned_jobs(workdir, "--configfile", "cells.yaml", "--", "reports/table1.pdf")
+    assert jobs["distill"] == 2 and jobs["method_eval"] == 4 and jobs["table1"] == 1
+
+
+def test_an_unreachable_table_cell_is_rejected_before_any_job(workdir):
+    out = _bad(workdir, {"methods": {"table1": {"5.33x": ["cla"]}}})
+    assert "methods.table1.5.33x" in out and "cla cannot reach" in out
 
 
 def test_lint_is_clean(workdir):
@@ -46,3 +61,4 @@ def test_paper_config_plans_without_pretraining_when_its_checkpoint_exists(workd
     (workdir / "paper.yaml").write_text(yaml.safe_dump(config))
     jobs = planned_jobs(workdir, "--configfile", "paper.yaml")
     assert "teacher_pretrain" not in jobs and jobs["teacher_eval"] == 1
+    assert jobs["distill"] == 6 and jobs["method_eval"] == 11   # no LLA-2D at paper scale yet

@@ -50,8 +50,9 @@ def test_editing_a_task_key_reruns_that_task_and_what_depends_on_it(finished):
     micro = yaml.safe_load((finished / "micro.yaml").read_text())
     micro["data"]["tasks"]["cloze"]["num_choices"] = 3
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
-    # cloze is evaluation-only: the teacher is not retrained
-    assert planned_jobs(finished, "--configfile", "edited.yaml") == {"task_data": 1, "teacher_eval": 1, "all": 1}
+    # cloze is evaluation-only: neither the teacher nor a codec is retrained; every evaluation reruns
+    assert planned_jobs(finished, "--configfile", "edited.yaml") == {"task_data": 1, "teacher_eval": 1,
+                                                                     "method_eval": 5, "table1": 1, "all": 1}
 
 
 def test_figure2_is_built_from_the_calibration(finished):
@@ -72,3 +73,37 @@ def test_a_plotting_only_edit_redraws_and_retrains_nothing(finished):
     micro["report"] = {"dpi": 80}
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
     assert planned_jobs(finished, "--configfile", "edited.yaml") == {"fig2_spectra": 1, "all": 1}
+
+
+def test_table1_is_built_from_every_cell(finished):
+    import csv
+
+    rows = list(csv.DictReader(open(finished / "reports/table1.csv")))
+    assert [(r["method"], r["budget"]) for r in rows] == [
+        ("full", "1x"), ("final_loop", "2x"), ("cla", "2x"), ("lla", "4x"), ("kv_quant", "4x")]
+    by_method = {r["method"]: r for r in rows}
+    assert abs(float(by_method["full"]["kl_streamed"])) < 1e-5 and float(by_method["full"]["top1_streamed"]) == 1.0
+    assert by_method["lla"]["trained"] == "True" and by_method["kv_quant"]["trained"] == "False"
+    assert float(by_method["lla"]["kl_two_pass"]) >= 0 and by_method["cla"]["kl_two_pass"] == ""
+    assert [int(r["bytes_per_token"]) for r in rows[:4]] == [512, 256, 256, 128]   # bf16, 2*T*D*H*d = 256 values
+    assert all(r["n_arith"] == "6" and r["n_cloze"] == "6" for r in rows)
+    assert float(by_method["lla"]["paper_kl"]) == 0.059
+    assert (finished / "reports/table1.pdf").read_bytes().startswith(b"%PDF")
+    curve = json.loads((finished / "results/distill/lla/4x/curve.json").read_text())
+    assert [p["step"] for p in curve["curve"]["heldout"]] == [0, 1, 2]
+    assert curve["provenance"]["config"]["method"] == "lla" and "calibration" in curve["provenance"]["inputs"]
+
+
+def test_a_distillation_edit_reruns_only_the_codec_cells(finished):
+    micro = yaml.safe_load((finished / "micro.yaml").read_text())
+    micro["distill"]["lambda_attn"] = 0.25
+    (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
+    assert planned_jobs(finished, "--configfile", "edited.yaml") == {"distill": 1, "method_eval": 1, "table1": 1,
+                                                                     "all": 1}
+
+
+def test_a_read_path_edit_reevaluates_only_the_lla_cells(finished):
+    micro = yaml.safe_load((finished / "micro.yaml").read_text())
+    micro["methods"]["read_path"] = "full"
+    (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
+    assert planned_jobs(finished, "--configfile", "edited.yaml") == {"method_eval": 1, "table1": 1, "all": 1}

@@ -69,4 +69,39 @@ CALIBRATION_TASKS = [t for t in ("passkey", "arithmetic") if config["calibration
 
 def default_targets():
     teacher = [R("teacher/quality.json")] + ([] if pretrained() else [R("teacher/model/train_curve.json")])
-    return teacher + [f"{REPORTS}/fig2_spectra.pdf"]
+    return teacher + [f"{REPORTS}/fig2_spectra.pdf", f"{REPORTS}/table1.pdf"]
+
+
+# ---- KV methods at equal budgets (LLA Table 1)
+CODEC_METHODS = ["lla", "lla2d", "mla_head"]
+DISTILL_TASKS = [t for t in ("passkey", "arithmetic") if config["distill"]["mixture"].get(t, 0) > 0]
+
+
+def table1_cells():
+    """(method, budget) of every Table 1 row, the teacher's full cache ("full", "1x") first."""
+    cells = [("full", "1x")]
+    for budget, methods in config["methods"]["table1"].items():
+        cells += [(m, budget) for m in methods]
+    return cells
+
+
+READ_PATH_METHODS = ["lla", "lla2d"]
+
+
+def cell_cfg(section, wildcards):
+    """A cell job's config slice: its own section, the one budget it runs at, the read path if its
+    method has one, the model dtype. Editing another cell's settings leaves this job alone."""
+    methods, budget = config["methods"], wildcards.budget
+    budgets = {} if budget == "1x" else {budget: methods["budgets"][budget]}
+    sliced = {"cache_dtype": methods["cache_dtype"], "k_share": methods["k_share"], "budgets": budgets}
+    if section == "method_eval" and wildcards.method in READ_PATH_METHODS:
+        sliced["read_path"] = methods["read_path"]
+    return json.dumps({section: config[section], "methods": sliced, "model": {"dtype": config["model"]["dtype"]}},
+                      sort_keys=True)
+
+
+def method_eval_codec(wildcards):
+    """The distilled codec a method-eval job reads, for codec methods only."""
+    if wildcards.method in CODEC_METHODS:
+        return {"codec": R(f"distill/{wildcards.method}/{wildcards.budget}/codec.pt")}
+    return {}

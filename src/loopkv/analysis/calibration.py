@@ -123,3 +123,13 @@ def run_calibration(model, rows: torch.Tensor, batch_size: int, layouts: tuple[s
         flat = chosen[start * length:(start + len(batch)) * length]
         calibration.add(k.flatten(0, 1), v.flatten(0, 1), sample=flat.nonzero().flatten())
     return calibration
+
+
+def load_calibration(path) -> Calibration:
+    from loopkv.errors import LoopKVError
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        return Calibration.from_state(state)
+    except Exception as e:  # torch raises many types for truncated/corrupt files
+        raise LoopKVError(f"calibration {path} is corrupt or truncated ({type(e).__name__}: {e})") from e

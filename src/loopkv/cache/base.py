@@ -97,6 +97,13 @@ class LoopCache(ABC):
     def allocated_bytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.cached_tensors())
 
+    def reconstruct(self, loop: int, layer: int, trace) -> tuple[torch.Tensor, torch.Tensor]:
+        """The teacher-forced view of the method: given every token's exact pre-RoPE K/V at every
+        (loop, layer) (`trace.kv(kind, loop, layer)`, each (B, H_kv, L, d_head)), the pre-RoPE
+        (K, V) of all L tokens as this method would hand them to a later token at (loop, layer).
+        Differentiable in the method's parameters; used for distillation (cache/teacher_forced.py)."""
+        raise NotImplementedError(f"{type(self).__name__} has no teacher-forced view")
+
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
         raise NotImplementedError(f"{type(self).__name__} does not support beam search")
 

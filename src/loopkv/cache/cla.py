@@ -40,6 +40,10 @@ class CLACache(LoopCache):
         return (torch.cat([stored_k[:, :, :past], new_k], dim=2),
                 torch.cat([stored_v[:, :, :past], v], dim=2))
 
+    def reconstruct(self, loop, layer, trace):
+        owner = layer // self.span * self.span
+        return trace.kv("k", loop, owner), trace.kv("v", loop, owner)
+
     def bytes_per_token(self, dtype):
         element = torch.tensor([], dtype=dtype).element_size()
         return 2 * self.num_loops * self.num_groups * self.num_kv_heads * self.head_dim * element

@@ -24,6 +24,9 @@ class FullLoopCache(LoopCache):
         self.values[i] = concat(self.values[i], v)
         return self.keys[i], self.values[i]
 
+    def reconstruct(self, loop, layer, trace):
+        return trace.kv("k", loop, layer), trace.kv("v", loop, layer)
+
     def bytes_per_token(self, dtype):
         element = torch.tensor([], dtype=dtype).element_size()
         return 2 * self.num_loops * self.num_layers * self.num_kv_heads * self.head_dim * element

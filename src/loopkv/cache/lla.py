@@ -28,6 +28,7 @@ READ_PATHS = ("latent", "full")
 class LLACache(LoopCache):
     name = "lla"
     layout = "per_head"
+    READ_PATHS = READ_PATHS
 
     def __init__(self, config, codec: LatentCodec, read_path: str = "latent"):
         # the codec's layout must be this method's; its sizes must be this model's
@@ -84,13 +85,24 @@ class LLACache(LoopCache):
     def _encode(self, layer: int) -> None:
         loops = self._pending_kv.pop(layer)
         for index, kind in ((0, "k"), (1, "v")):
-            x = torch.stack([step[index] for step in loops], dim=-2)      # (B, H, L, T, dh)
-            token = x.transpose(1, 2).unsqueeze(2)                         # (B, L, 1 layer, H, T, dh)
-            latent = self.codec.encode(kind, self.codec.to_vectors(token), self._groups(layer))  # (B, L, G, r)
+            latent = self._latent(kind, layer, [step[index] for step in loops])
             if self.read_path == "full":
                 self._store_reconstruction(kind, layer, latent)
             else:
                 self.latents[kind][layer] = concat(self.latents[kind][layer], latent, dim=1)
+
+    def _latent(self, kind: str, layer: int, loops: list[torch.Tensor]) -> torch.Tensor:
+        """Each loop's pre-RoPE (B, H, L, dh) of one layer -> the tokens' latents (B, L, G, r)."""
+        x = torch.stack(loops, dim=-2)                                     # (B, H, L, T, dh)
+        token = x.transpose(1, 2).unsqueeze(2)                             # (B, L, 1 layer, H, T, dh)
+        return self.codec.encode(kind, self.codec.to_vectors(token), self._groups(layer))
+
+    def reconstruct(self, loop, layer, trace):
+        # both read paths hand later tokens the same decoded values; only storage differs
+        return tuple(
+            self._decode(kind, layer, loop,
+                         self._latent(kind, layer, [trace.kv(kind, t, layer) for t in range(self.num_loops)]))
+            for kind in ("k", "v"))
 
     def _store_reconstruction(self, kind: str, layer: int, latent: torch.Tensor) -> None:
         for loop in range(self.num_loops):

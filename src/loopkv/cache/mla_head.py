@@ -26,16 +26,29 @@ class MLAHeadCache(LoopCache):
 
     def update(self, loop, layer, positions, k, v):
         i = self.entry(loop, layer)
-        group = slice(layer * self.num_loops + loop, layer * self.num_loops + loop + 1)
+        group = self._group(loop, layer)
         past = [self._decode(kind, group, self.latents[kind][i]) for kind in ("k", "v")]
         for kind, x in (("k", k), ("v", v)):
-            vec = x.transpose(1, 2).flatten(-2).unsqueeze(2)               # (B, L, 1, H*dh)
-            self.latents[kind][i] = concat(self.latents[kind][i], self.codec.encode(kind, vec, group), dim=1)
+            self.latents[kind][i] = concat(self.latents[kind][i], self._encode(kind, group, x), dim=1)
         new_k = self.rope(positions, k)
         if past[0] is None:
             return new_k, v
         return (torch.cat([self.rope(self.positions, past[0]), new_k], dim=2),
                 torch.cat([past[1], v], dim=2))
+
+    def reconstruct(self, loop, layer, trace):
+        group = self._group(loop, layer)
+        return tuple(self._decode(kind, group, self._encode(kind, group, trace.kv(kind, loop, layer)))
+                     for kind in ("k", "v"))
+
+    def _group(self, loop: int, layer: int) -> slice:
+        """The codec group of one (loop, layer) entry (groups are ordered layer-major)."""
+        g = layer * self.num_loops + loop
+        return slice(g, g + 1)
+
+    def _encode(self, kind: str, group: slice, x: torch.Tensor) -> torch.Tensor:
+        """pre-RoPE (B, H, L, d_head) -> latent (B, L, 1, r)."""
+        return self.codec.encode(kind, x.transpose(1, 2).flatten(-2).unsqueeze(2), group)
 
     def _decode(self, kind: str, group: slice, latent: torch.Tensor | None):
         """latent (B, S, 1, r) -> pre-RoPE (B, H, S, d_head)."""

@@ -46,18 +46,60 @@ def greedy_generate(model, prompts: list[list[int]], max_new_tokens: int, batch_
 
 @torch.no_grad()
 def continuation_logprobs(model, contexts: list[list[int]], continuations: list[list[int]],
-                          batch_size: int) -> list[float]:
-    """Sum of log p(continuation | context) for each pair (teacher-forced, one forward each)."""
+                          batch_size: int, cache_factory: CacheFactory | None = None) -> list[float]:
+    """Sum of log p(continuation | context) for each pair. Without a cache factory: one
+    teacher-forced forward (exact, the teacher's own computation). With one: the context is
+    prefilled into a fresh cache and the continuation streams through it one token at a time, so
+    every continuation token reads earlier tokens the way the method stores them."""
     model.eval()
     scores = []
     for start in range(0, len(contexts), batch_size):
         ctx = contexts[start:start + batch_size]
         cont = continuations[start:start + batch_size]
-        ids, mask = left_pad([c + k for c, k in zip(ctx, cont)], model.config.pad_token_id)
-        logp = torch.log_softmax(model(ids, attention_mask=mask, use_cache=False).logits.float(), -1)
-        width = ids.shape[1]
-        for row, k in enumerate(cont):
-            positions = torch.arange(width - len(k), width)
-            token_logp = logp[row, positions - 1, ids[row, positions]]
-            scores.append(float(token_logp.sum()))
+        if cache_factory is None:
+            scores.extend(_scores_one_forward(model, ctx, cont))
+        else:
+            scores.extend(_scores_streamed(model, ctx, cont, cache_factory()))
     return scores
+
+
+def _scores_one_forward(model, ctx, cont) -> list[float]:
+    ids, mask = left_pad([c + k for c, k in zip(ctx, cont)], model.config.pad_token_id)
+    logp = torch.log_softmax(model(ids, attention_mask=mask, use_cache=False).logits.float(), -1)
+    width = ids.shape[1]
+    out = []
+    for row, k in enumerate(cont):
+        positions = torch.arange(width - len(k), width)
+        out.append(float(logp[row, positions - 1, ids[row, positions]].sum()))
+    return out
+
+
+def _scores_streamed(model, ctx, cont, cache) -> list[float]:
+    pad = model.config.pad_token_id
+    ids, mask = left_pad(ctx, pad)
+    width = max(len(k) for k in cont)
+    # continuations right-padded: a row's pads come after its real tokens, so nothing real reads them
+    cont_ids = torch.full((len(cont), width), pad, dtype=torch.long)
+    cont_mask = torch.zeros((len(cont), width), dtype=torch.long)
+    for i, k in enumerate(cont):
+        cont_ids[i, :len(k)] = torch.tensor(k, dtype=torch.long)
+        cont_mask[i, :len(k)] = 1
+    logits = model(ids, attention_mask=mask, cache=cache).logits[:, -1]
+    total = torch.zeros(len(cont), dtype=torch.float64)
+    for j in range(width):
+        logp = torch.log_softmax(logits.float(), -1).gather(1, cont_ids[:, j:j + 1])[:, 0]
+        total += (logp * cont_mask[:, j]).double()
+        if j + 1 < width:
+            mask = torch.cat([mask, cont_mask[:, j:j + 1]], dim=1)
+            logits = model(cont_ids[:, j:j + 1], attention_mask=mask, cache=cache).logits[:, -1]
+    return total.tolist()
+
+
+@torch.no_grad()
+def streamed_logits(model, ids: torch.Tensor, cache, prefill: int = 1) -> torch.Tensor:
+    """Logits for every position of unpadded rows `ids` (B, L): `prefill` tokens in one forward,
+    then one token at a time through `cache` (as served). (B, L, V)."""
+    pieces = [model(ids[:, :prefill], cache=cache).logits]
+    for i in range(prefill, ids.shape[1]):
+        pieces.append(model(ids[:, i:i + 1], cache=cache).logits)
+    return torch.cat(pieces, dim=1)

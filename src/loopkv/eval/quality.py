@@ -58,7 +58,7 @@ def arithmetic_exact_match(model, tokenizer, rows: list[dict], batch_size: int, 
             "by_steps": cells}, samples
 
 
-def cloze_accuracy(model, tokenizer, rows: list[dict], batch_size: int):
+def cloze_accuracy(model, tokenizer, rows: list[dict], batch_size: int, cache_factory: CacheFactory | None = None):
     """Log-likelihood multiple choice: acc (sum log p) and acc_norm (per byte of the choice)."""
     contexts, conts, owners = [], [], []
     for i, r in enumerate(rows):
@@ -67,7 +67,7 @@ def cloze_accuracy(model, tokenizer, rows: list[dict], batch_size: int):
             contexts.append(ctx)
             conts.append(tokenizer.encode(choice, add_special_tokens=False))
             owners.append(i)
-    scores = continuation_logprobs(model, contexts, conts, batch_size)
+    scores = continuation_logprobs(model, contexts, conts, batch_size, cache_factory)
     correct, correct_norm, k = [], [], 0
     for r in rows:
         s = np.array(scores[k:k + len(r["choices"])])
@@ -81,11 +81,13 @@ def cloze_accuracy(model, tokenizer, rows: list[dict], batch_size: int):
 
 @torch.no_grad()
 def evaluate_quality(model, tokenizer, corpus_dir, task_dirs: dict, cfg: dict, seq_len: int,
-                     cache_factory: CacheFactory | None = None) -> tuple[dict, dict]:
-    """All quality metrics; returns (metrics, per-sample rows)."""
+                     cache_factory: CacheFactory | None = None, heldout: bool = True) -> tuple[dict, dict]:
+    """All quality metrics; returns (metrics, per-sample rows). `heldout`: the teacher's per-loop
+    held-out loss (one exact forward; methods measure streamed fidelity instead, eval/fidelity.py)."""
     metrics, samples = {}, {}
-    metrics["heldout"] = heldout_loss(model, tokenizer, Path(corpus_dir, "test.txt").read_text(),
-                                      seq_len, cfg["heldout_batches"], cfg["batch_size"])
+    if heldout:
+        metrics["heldout"] = heldout_loss(model, tokenizer, Path(corpus_dir, "test.txt").read_text(),
+                                          seq_len, cfg["heldout_batches"], cfg["batch_size"])
     if "passkey" in task_dirs:
         rows = read_jsonl(Path(task_dirs["passkey"], "test.jsonl"))
         metrics["passkey"], samples["passkey"] = passkey_accuracy(
@@ -96,5 +98,5 @@ def evaluate_quality(model, tokenizer, corpus_dir, task_dirs: dict, cfg: dict, s
             model, tokenizer, rows, cfg["batch_size"], cfg["arithmetic_max_new_tokens"], cache_factory)
     if "cloze" in task_dirs:
         rows = read_jsonl(Path(task_dirs["cloze"], "test.jsonl"))
-        metrics["cloze"] = cloze_accuracy(model, tokenizer, rows, cfg["batch_size"])
+        metrics["cloze"] = cloze_accuracy(model, tokenizer, rows, cfg["batch_size"], cache_factory)
     return metrics, samples

@@ -9,3 +9,25 @@ FIG2_CROSS_LOOP = {
     "head_and_layer_axes": "near full rank",
     "loop_variance_share": {"k": 0.06, "v": 0.17},
 }
+
+# LLA Table 1 (Ouro-1.4B; the 4x block in full, GSM8K only at 5.33x and 21.33x). Keyed by
+# (method, ratio rounded to 2 decimals). "kl" is the paper's held-out teacher-forced KL ("train-KL",
+# two-pass re-forward); GSM8K is 5-shot strict exact match, teacher on 1319 items and every codec
+# and baseline row on 100; MC-avg / MMLU are 0-shot log-likelihood accuracies on the full sets.
+TABLE1_SOURCE = "LLA paper, Table 1 (Ouro-1.4B, bf16 cache)"
+TABLE1_N = {"gsm8k": {"teacher": 1319, "methods": 100}}
+TABLE1 = {
+    ("full", 1.0): {"gsm8k": 0.794, "mc_avg": 0.646, "mmlu": 0.682},
+    ("final_loop", 4.0): {"gsm8k": 0.000, "mc_avg": 0.443, "mmlu": 0.537},
+    ("lla", 4.0): {"kl": 0.059, "gsm8k": 0.800, "mc_avg": 0.640, "mmlu": 0.672},
+    ("mla_head", 4.0): {"kl": 0.122, "gsm8k": 0.522, "mc_avg": 0.585, "mmlu": 0.657},
+    ("cla", 4.0): {"kl": 0.267, "gsm8k": 0.660, "mc_avg": 0.597, "mmlu": 0.666},
+    ("kv_quant", 4.0): {"gsm8k": 0.702, "mc_avg": 0.645, "mmlu": 0.672},
+    ("lla", 5.33): {"gsm8k": 0.752},
+    ("mla_head", 5.33): {"gsm8k": 0.180},
+    ("kv_quant", 5.33): {"gsm8k": 0.122},
+    ("lla2d", 5.33): {"gsm8k": 0.760},
+    ("lla", 21.33): {"gsm8k": 0.740},
+    ("mla_head", 21.33): {"gsm8k": 0.680},
+    ("lla2d", 21.33): {"gsm8k": 0.723},
+}

@@ -1,4 +1,4 @@
-"""Subcommands: teacher-pretrain."""
+"""Subcommands: teacher-pretrain, distill."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -20,6 +20,21 @@ def register(sub) -> None:
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=_pretrain)
 
+    p = sub.add_parser("distill", help="distil a KV method's codec from the frozen teacher (DeepSpeed, resumable)")
+    p.add_argument("--cfg", type=json_arg, required=True, help='{"distill", "methods", "model"} config slice')
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--method", required=True, help="a codec method: lla, lla2d, mla_head")
+    p.add_argument("--budget", required=True, help="a budget label of methods.budgets, e.g. 4x")
+    p.add_argument("--teacher", required=True, help="teacher model directory")
+    p.add_argument("--calibration", required=True, help="calibration state (.pt) for the SVD init")
+    p.add_argument("--corpus", required=True, help="corpus directory (train.txt, val.txt)")
+    p.add_argument("--task", type=named_path, action="append", default=[], help="NAME=DIR with train.jsonl")
+    p.add_argument("--out", required=True, help="distilled codec (.pt)")
+    p.add_argument("--curve", required=True, help="training curve JSON")
+    p.add_argument("--checkpoints", required=True, help="directory for resumable DeepSpeed checkpoints")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=_distill)
+
 
 def _pretrain(args) -> None:
     from loopkv.train.pretrain import pretrain
@@ -35,3 +50,47 @@ def _pretrain(args) -> None:
                          args.seed, args.corpus, args.tokenizer, task_dirs, tmp, checkpoints,
                          progress=not args.no_progress)
         write_json(tmp / "train_curve.json", {"curve": curve, "provenance": prov.block()})
+
+
+def _distill(args) -> None:
+    import torch
+
+    from loopkv.analysis.calibration import load_calibration
+    from loopkv.cache import make_cache
+    from loopkv.cache.settings import CODEC_METHODS, configured_setting, svd_codec
+    from loopkv.data.tokenizer import load_tokenizer
+    from loopkv.errors import LoopKVError
+    from loopkv.models.loading import load_teacher
+    from loopkv.train.distill import distill_codec
+    from loopkv.train.mixture import Mixture, encode_text, heldout_windows, load_task_examples
+    from loopkv.utils.seeding import derive_seed, seed_everything
+
+    cfg = args.cfg["distill"]
+    if args.method not in CODEC_METHODS:
+        raise LoopKVError(f"{args.method} has no codec to distil (codec methods: {', '.join(CODEC_METHODS)})")
+    torch.set_num_threads(cfg["threads"])
+    seed_everything(derive_seed(args.seed, "distill", args.method, args.budget))
+    task_dirs = dict(args.task)
+    prov = Provenance({**args.cfg, "method": args.method, "budget": args.budget}, args.seed,
+                      {"teacher": args.teacher, "calibration": args.calibration, "corpus": args.corpus,
+                       **{f"task:{k}": v for k, v in task_dirs.items()}})
+    model = load_teacher(args.teacher, args.cfg["model"]["dtype"])
+    tokenizer = load_tokenizer(args.teacher)
+    setting = configured_setting(args.cfg["methods"], args.method, args.budget, model.config)
+    codec = svd_codec(setting, model.config, load_calibration(args.calibration)).to(model.dtype)
+    view = make_cache(args.method, model.config, codec=codec)
+
+    corpus_ids = encode_text(tokenizer, Path(args.corpus, "train.txt").read_text())
+    mixture = Mixture(corpus_ids, load_task_examples(tokenizer, task_dirs), cfg["mixture"], cfg["seq_len"],
+                      tokenizer.eos_token_id, derive_seed(args.seed, "distill-data"), section="distill")
+    val = heldout_windows(encode_text(tokenizer, Path(args.corpus, "val.txt").read_text()), cfg["seq_len"],
+                          cfg["eval_samples"])[:, :cfg["seq_len"]]
+    # checkpoints keyed by config + inputs: a rerun after an edit never resumes foreign state
+    checkpoints = Path(args.checkpoints) / prov.key()
+    result = distill_codec({**cfg, "dtype": args.cfg["model"]["dtype"]}, model, view,
+                           lambda step: mixture.batch(step, cfg["batch_size"]), val, checkpoints,
+                           progress=not args.no_progress)
+    with atomic_path(args.out) as tmp:
+        torch.save({"setting": setting, "codec_state": result["codec_state"], "best": result["best"]}, tmp)
+    write_json(args.curve, {"setting": setting, "best": result["best"], "curve": result["curve"],
+                            "provenance": prov.block()})

@@ -40,3 +40,12 @@ def ouro_loss(loop_logits, exit_pdf: torch.Tensor, labels: torch.Tensor, entropy
         "per_loop_ce": per_loop,
         "mean_exit_pdf": mean_pdf,
     }
+
+
+def distribution_match(teacher_logits: torch.Tensor, student_logits: torch.Tensor) -> dict:
+    """Per token: KL(p_teacher || p_student) in nats and whether the argmaxes agree.
+    Both (B, L, V); returns (B, L) tensors `kl` and `top1`."""
+    t = torch.log_softmax(teacher_logits.float(), dim=-1)
+    s = torch.log_softmax(student_logits.float(), dim=-1)
+    kl = (t.exp() * (t - s)).sum(-1)
+    return {"kl": kl, "top1": (teacher_logits.argmax(-1) == student_logits.argmax(-1)).float()}

@@ -10,7 +10,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-_PACKAGES = ("torch", "transformers", "tokenizers", "numpy", "snakemake", "loopkv")
+_PACKAGES = ("torch", "transformers", "tokenizers", "numpy", "deepspeed", "snakemake", "loopkv")
 
 
 def config_hash(config_slice) -> str:

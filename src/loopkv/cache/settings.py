@@ -1,0 +1,89 @@
+"""From a (method, compression ratio) cell of a comparison to a ready cache factory.
+
+A setting is the method's constructor arguments at a cache budget (cache/budget.py). Methods with
+a latent codec (lla, lla2d, mla_head) also need the codec: SVD-initialised from the calibration
+moments of the method's layout, then distilled (train/distill.py); the others need nothing.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from loopkv.cache.base import LoopCache
+from loopkv.cache.budget import CacheShape, setting_at_ratio  # noqa: F401 (config checks use it)
+from loopkv.cache.latent_codec import LAYOUTS, LatentCodec
+from loopkv.cache.registry import METHODS, make_cache
+from loopkv.errors import LoopKVError
+
+CODEC_METHODS = ("lla", "lla2d", "mla_head")
+LAYOUT_OF_CODEC = {name: METHODS[name].layout for name in CODEC_METHODS}   # calibration moments each needs
+CACHE_BITS = {"bfloat16": 16, "float16": 16, "float32": 32}
+
+
+def method_setting(method: str, ratio: float, config, cache_dtype: str, k_share: float) -> dict:
+    """{"method", "kwargs", "ratio" (achieved)} at `ratio` x fewer bytes than a `cache_dtype` teacher."""
+    if method not in METHODS:
+        raise LoopKVError(f"unknown KV method {method!r} (known: {', '.join(sorted(METHODS))})")
+    if method == "full":   # the teacher's own cache: the 1x reference row
+        if ratio != 1:
+            raise LoopKVError(f"the full cache is the 1x reference, not {ratio:g}x")
+        return {"method": method, "kwargs": {}, "ratio": 1.0}
+    found = setting_at_ratio(method, CacheShape.of(config), ratio, CACHE_BITS[cache_dtype], k_share)
+    if found is None:
+        raise LoopKVError(f"{method} cannot reach {ratio:g}x on this model "
+                          f"(T={config.total_ut_steps}, D={config.num_hidden_layers}, cache {cache_dtype})")
+    return {"method": method, "kwargs": found["kwargs"], "ratio": found["ratio"]}
+
+
+def configured_setting(methods_cfg: dict, method: str, budget: str, config) -> dict:
+    """The setting of `method` at the budget labelled `budget` in config section `methods`
+    ("1x" is the teacher's own cache)."""
+    ratios = {"1x": 1.0, **methods_cfg["budgets"]}
+    if budget not in ratios:
+        raise LoopKVError(f"config key 'methods.budgets' has no budget {budget!r} (known: {', '.join(ratios)})")
+    setting = method_setting(method, ratios[budget], config, methods_cfg["cache_dtype"], methods_cfg["k_share"])
+    return {**setting, "budget": budget}
+
+
+def load_codec(setting: dict, config, state: dict) -> LatentCodec:
+    codec = new_codec(setting, config)
+    codec.load_state_dict(state)
+    return codec
+
+
+def codec_sizes(config) -> dict[str, int]:
+    return {"layer": config.num_hidden_layers, "head": config.num_key_value_heads,
+            "loop": config.total_ut_steps, "dim": config.head_dim}
+
+
+def new_codec(setting: dict, config) -> LatentCodec:
+    layout = METHODS[setting["method"]].layout
+    ranks = {"k": setting["kwargs"]["rank_k"], "v": setting["kwargs"]["rank_v"]}
+    return LatentCodec(codec_sizes(config), LAYOUTS[layout], ranks)
+
+
+def svd_codec(setting: dict, config, calibration) -> LatentCodec:
+    """The codec initialised from calibration moments (the paper's SVD initialisation)."""
+    codec = new_codec(setting, config)
+    layout = METHODS[setting["method"]].layout
+    if layout not in calibration.layouts:
+        raise LoopKVError(f"calibration has no moments for layout {layout!r} (needed by {setting['method']}); "
+                          f"add it to calibration.layouts")
+    moments = {kind: calibration.moments[layout, kind] for kind in ("k", "v")}
+    codec.init_from_moments({k: m.mean() for k, m in moments.items()},
+                            {k: m.covariance() for k, m in moments.items()})
+    return codec
+
+
+def cache_factory(setting: dict, config, codec: LatentCodec | None = None,
+                  read_path: str | None = None) -> Callable[[], LoopCache]:
+    """A fresh cache of the setting's method per call (generation needs one per batch).
+    `read_path`: for the methods that have read paths (lla, lla2d; default latent)."""
+    method, kwargs = setting["method"], dict(setting["kwargs"])
+    if method in CODEC_METHODS:
+        if codec is None:
+            raise LoopKVError(f"{method} needs a codec")
+        kwargs = {"codec": codec}
+        if hasattr(METHODS[method], "READ_PATHS"):
+            kwargs["read_path"] = read_path or "latent"
+    return lambda: make_cache(method, config, **kwargs)
+

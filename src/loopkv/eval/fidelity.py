@@ -1,0 +1,32 @@
+"""How closely a KV method reproduces the teacher: KL(p_teacher || p_method) and top-1 agreement of
+the final-loop next-token distributions on held-out windows, with the method's logits produced by
+streaming decode through its own cache (token by token, as served) and the teacher's by one exact
+forward. Position 0 is excluded: it has no past, so every method is exact there."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from loopkv.eval.generation import CacheFactory, streamed_logits
+from loopkv.train.objectives import distribution_match
+
+
+@torch.no_grad()
+def teacher_fidelity(model, windows: torch.Tensor, batch_size: int, cache_factory: CacheFactory) -> dict:
+    model.eval()
+    kl, top1, nll = [], [], {"teacher": [], "method": []}
+    for i in range(0, len(windows), batch_size):
+        rows = windows[i:i + batch_size]
+        teacher = model(rows, use_cache=False).logits
+        method = streamed_logits(model, rows, cache_factory(), prefill=1)
+        match = distribution_match(teacher[:, 1:], method[:, 1:])
+        kl.append(match["kl"].flatten())
+        top1.append(match["top1"].flatten())
+        for name, logits in (("teacher", teacher), ("method", method)):
+            # next-token loss at positions 1..L-2 (the last position has no target in the window)
+            nll[name].append(F.cross_entropy(logits[:, 1:-1].flatten(0, 1).float(), rows[:, 2:].flatten(),
+                                             reduction="none"))
+    kl, top1 = torch.cat(kl), torch.cat(top1)
+    return {"kl": float(kl.mean()), "top1": float(top1.mean()), "kl_max_token": float(kl.max()),
+            "ce": float(torch.cat(nll["method"]).mean()), "teacher_ce": float(torch.cat(nll["teacher"]).mean()),
+            "n_tokens": int(kl.numel()), "n_windows": int(len(windows))}

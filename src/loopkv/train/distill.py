@@ -1,0 +1,115 @@
+"""Codec distillation (LLA paper Eq. 5): the teacher is frozen, only the codec trains.
+
+    L = mean_tokens KL(p_teacher || p_student) + lambda_attn * mean_{t,d} MSE(a_{t,d}, a_hat_{t,d})
+
+p are final-loop next-token distributions; a_{t,d} is the attention output (before o_proj) at
+loop t, layer d. The paper writes the attention term as ||a - a_hat||^2 summed over (t, d) and
+divided by T*D; we take the squared error as a mean over elements, so lambda_attn does not scale
+with the head width (our reading; the paper does not state the normalisation).
+
+The student forward is the paper's two-pass re-forward: pass 1 runs the teacher and records every
+token's exact pre-RoPE K/V; pass 2 runs the same frozen weights with attention reading earlier
+tokens through the codec's reconstruction of those K/V (each token's own K/V stays exact), see
+cache/teacher_forced.py. Gradients reach the codec through pass 2 only.
+
+Training runs through the shared DeepSpeed engine. Batches and the learning rate are functions of
+the step, the held-out KL is measured every `eval_every` steps on fixed validation windows (step 0
+is the SVD-only codec) and the best-KL codec is what the stage returns.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import time
+
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from loopkv.cache.base import LoopCache
+from loopkv.cache.full import FullLoopCache
+from loopkv.cache.teacher_forced import teacher_forced_forward
+from loopkv.train.engine import Engine
+from loopkv.train.objectives import distribution_match
+from loopkv.train.schedule import warmup_cosine
+
+
+class CodecDistiller(torch.nn.Module):
+    """Frozen teacher + the trainable codec of `view`; forward(ids) -> the Eq. 5 terms."""
+
+    def __init__(self, teacher, view: LoopCache, lambda_attn: float):
+        super().__init__()
+        self.teacher = teacher.eval().requires_grad_(False)
+        self.codec = view.codec
+        self.view = view
+        self.exact = FullLoopCache(teacher.config)
+        self.lambda_attn = lambda_attn
+
+    def forward(self, ids: torch.Tensor) -> dict:
+        with torch.no_grad():
+            t_out, t_trace = teacher_forced_forward(self.teacher, ids, self.exact)
+        s_out, s_trace = teacher_forced_forward(self.teacher, ids, self.view, source=t_trace)
+        match = distribution_match(t_out.logits, s_out.logits)
+        kl = match["kl"].mean()
+        attn = torch.stack([F.mse_loss(s_trace.outputs[key].float(), t_trace.outputs[key].float())
+                            for key in t_trace.outputs]).mean()
+        return {"loss": kl + self.lambda_attn * attn, "kl": kl.detach(), "attn": attn.detach(),
+                "top1": match["top1"].mean()}
+
+
+@torch.no_grad()
+def heldout_match(distiller: CodecDistiller, windows: torch.Tensor, batch_size: int) -> dict:
+    """Teacher-forced (two-pass) KL and top-1 agreement on fixed windows: checkpoint selection."""
+    kl, top1, n = 0.0, 0.0, 0
+    for i in range(0, len(windows), batch_size):
+        terms = distiller(windows[i:i + batch_size])
+        count = windows[i:i + batch_size].numel()
+        kl += float(terms["kl"]) * count
+        top1 += float(terms["top1"]) * count
+        n += count
+    return {"kl": kl / n, "top1": top1 / n, "n_tokens": n}
+
+
+def distill_codec(cfg: dict, teacher, view: LoopCache, batches, val_windows: torch.Tensor, checkpoint_dir,
+                  progress: bool = True) -> dict:
+    """Train view.codec; `batches(step)` -> (batch_size, >= seq_len) token rows of that step.
+    Returns {"codec_state" (best held-out KL), "best", "curve"}."""
+    engine = Engine(CodecDistiller(teacher, view, cfg["lambda_attn"]), cfg)
+    distiller = engine.module
+    state = engine.load(checkpoint_dir)
+    if state is not None:
+        start, curve, best = state["step"], state["curve"], state["best"]
+        torch.set_rng_state(state["torch_rng"])
+    else:
+        start, curve = 0, {"train": [], "heldout": []}
+        first = {"step": 0, **heldout_match(distiller, val_windows, cfg["batch_size"])}
+        curve["heldout"].append(first)
+        best = {**first, "codec_state": copy.deepcopy(distiller.codec.state_dict())}
+
+    steps, seq_len = cfg["steps"], cfg["seq_len"]
+    bar = tqdm(range(start, steps), initial=start, total=steps, desc="distill", disable=not progress)
+    for step in bar:
+        t0 = time.perf_counter()
+        lr = cfg["lr"] * warmup_cosine(step, steps, cfg["warmup_steps"], cfg["min_lr_ratio"])
+        rows = batches(step)[engine.rank::engine.world_size, :seq_len]
+        terms = engine(rows)
+        loss = float(terms["loss"].detach())
+        if not math.isfinite(loss):  # stop before a NaN reaches the codec or a checkpoint
+            raise FloatingPointError(f"distillation loss is {loss} at step {step}")
+        grad_norm = engine.step(terms["loss"], lr)
+        curve["train"].append({"step": step + 1, "loss": loss, "kl": float(terms["kl"]),
+                               "attn": float(terms["attn"]), "top1": float(terms["top1"]), "lr": lr,
+                               "grad_norm": grad_norm, "seconds": time.perf_counter() - t0})
+        bar.set_postfix(kl=f"{float(terms['kl']):.4f}", attn=f"{float(terms['attn']):.4f}")
+        done = step + 1
+        if done % cfg["eval_every"] == 0 or done == steps:
+            point = {"step": done, **heldout_match(distiller, val_windows, cfg["batch_size"])}
+            curve["heldout"].append(point)
+            if point["kl"] < best["kl"]:
+                best = {**point, "codec_state": copy.deepcopy(distiller.codec.state_dict())}
+        if done % cfg["checkpoint_every"] == 0 or done == steps:
+            engine.save(checkpoint_dir, done, {"step": done, "curve": curve, "best": best,
+                                               "torch_rng": torch.get_rng_state()})
+    bar.close()
+    codec_state = best.pop("codec_state")
+    return {"codec_state": codec_state, "best": best, "curve": curve}

@@ -1,0 +1,124 @@
+"""The one DeepSpeed engine wrapper every post-training stage uses (codec distillation, MELT stages).
+
+The same code runs the tiny default on CPU (DS_ACCELERATOR=cpu, gloo, one process) and paper scale
+on GPUs (nccl, one process per GPU under `deepspeed`/`torchrun`). ZeRO stage from config; the
+learning rate is set every step from the caller's schedule (a function of the step, so a resumed
+run computes the same updates as an uninterrupted one). Checkpoints are DeepSpeed's own (optimizer
+state partitioned per rank); `latest` is written after a tag is complete, so a kill mid-save
+resumes from the previous tag. Frozen parameters (the teacher) are never written.
+
+DeepSpeed JIT-compiles a small C++ op the first time (tens of seconds on CPU); torch caches it in
+TORCH_EXTENSIONS_DIR (default ~/.cache/torch_extensions), so later runs start in about a second.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from pathlib import Path
+
+import torch
+
+from loopkv.errors import LoopKVError
+
+LATEST = "latest"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def init_distributed():
+    """Import DeepSpeed for this machine and join (or create) the process group."""
+    if not torch.cuda.is_available():
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    import deepspeed
+
+    if not torch.distributed.is_initialized():
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        if "RANK" in os.environ:   # started by deepspeed / torchrun / srun with the rendezvous set
+            deepspeed.init_distributed(dist_backend=backend, verbose=False)
+        else:
+            # a plain `python` launch is a world of one, on a private port kept out of os.environ,
+            # so child processes (e.g. rules started from a test) do not inherit it; DeepSpeed's
+            # engine still reads LOCAL_RANK
+            os.environ.setdefault("LOCAL_RANK", "0")
+            deepspeed.init_distributed(dist_backend=backend, verbose=False, auto_mpi_discovery=False,
+                                       init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
+    return deepspeed
+
+
+def ds_config(cfg: dict, world_size: int) -> dict:
+    """DeepSpeed config from a training section (batch_size, grad_clip, zero_stage, dtype)."""
+    if cfg["batch_size"] % world_size:
+        raise LoopKVError(f"batch_size {cfg['batch_size']} is not divisible by the {world_size} ranks")
+    return {
+        "train_batch_size": cfg["batch_size"],
+        "train_micro_batch_size_per_gpu": cfg["batch_size"] // world_size,
+        "gradient_accumulation_steps": 1,
+        "gradient_clipping": cfg["grad_clip"],
+        "zero_optimization": {"stage": cfg["zero_stage"]},
+        "bf16": {"enabled": cfg.get("dtype") == "bfloat16"},
+        "steps_per_print": 10**9,
+        "wall_clock_breakdown": False,
+    }
+
+
+class Engine:
+    """DeepSpeed engine over `module`, optimising the parameters that require grad with AdamW."""
+
+    def __init__(self, module: torch.nn.Module, cfg: dict):
+        deepspeed = init_distributed()
+        self.world_size = torch.distributed.get_world_size()
+        self.rank = torch.distributed.get_rank()
+        trainable = [p for p in module.parameters() if p.requires_grad]
+        if not trainable:
+            raise LoopKVError("nothing to train: no parameter requires grad")
+        optimizer = torch.optim.AdamW(trainable, lr=cfg["lr"], betas=(0.9, 0.95), eps=1e-8,
+                                      weight_decay=cfg["weight_decay"])
+        self.engine, self.optimizer, _, _ = deepspeed.initialize(
+            model=module, optimizer=optimizer, config=ds_config(cfg, self.world_size))
+
+    def __call__(self, *args, **kwargs):
+        return self.engine(*args, **kwargs)
+
+    @property
+    def module(self) -> torch.nn.Module:
+        return self.engine.module
+
+    def step(self, loss: torch.Tensor, lr: float) -> float:
+        """Backward, clip, update at learning rate `lr`; returns the pre-clip gradient norm."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.engine.backward(loss)
+        self.engine.step()
+        norm = self.engine.get_global_grad_norm()
+        return float(norm) if norm is not None else float("nan")
+
+    def save(self, directory: str | os.PathLike, step: int, client_state: dict, keep: int = 2) -> None:
+        directory = Path(directory)
+        self.engine.save_checkpoint(str(directory), tag=f"step{step:08d}", client_state=client_state,
+                                    exclude_frozen_parameters=True)
+        if self.rank == 0:   # older tags are dead weight once `latest` points past them
+            tags = sorted(p for p in directory.glob("step*") if p.is_dir())
+            for old in tags[:-keep]:
+                shutil.rmtree(old, ignore_errors=True)
+        torch.distributed.barrier()
+
+    def load(self, directory: str | os.PathLike) -> dict | None:
+        """The client state of the latest checkpoint (engine state restored), or None."""
+        directory = Path(directory)
+        if not (directory / LATEST).exists():
+            return None
+        try:
+            path, client_state = self.engine.load_checkpoint(
+                str(directory), load_module_strict=False, load_optimizer_states=True,
+                load_lr_scheduler_states=False)
+        except Exception as e:   # DeepSpeed/torch raise many types for torn or corrupt files
+            raise LoopKVError(f"DeepSpeed checkpoint in {directory} is corrupt or truncated "
+                              f"({type(e).__name__}: {e}); delete it to restart") from e
+        if path is None:
+            raise LoopKVError(f"DeepSpeed checkpoint in {directory} could not be loaded; delete it to restart")
+        return client_state

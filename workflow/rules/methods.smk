@@ -1,0 +1,70 @@
+# KV methods at equal cache budgets: codec distillation (lla, lla2d, mla_head) and the streamed
+# evaluation of every (method, budget) cell of Table 1.
+
+
+wildcard_constraints:
+    budget="[^/]+",
+
+
+rule distill:
+    input:
+        teacher=f"{teacher_dir()}/config.json",
+        calibration=R("calibration/calibration.pt"),
+        corpus=R("data/corpus/manifest.json"),
+        tasks=expand(R("data/tasks/{task}/manifest.json"), task=DISTILL_TASKS),
+    output:
+        codec=R("distill/{method}/{budget}/codec.pt"),
+        curve=R("distill/{method}/{budget}/curve.json"),
+    wildcard_constraints:
+        method="|".join(CODEC_METHODS),
+    params:
+        cfg=lambda w: cell_cfg("distill", w),
+        seed=config["seed"],
+        teacher=parent("teacher"),
+        corpus=parent("corpus"),
+        tasks=task_args({t: R(f"data/tasks/{t}") for t in DISTILL_TASKS}),
+        checkpoints=lambda w: R(f"distill/{w.method}/{w.budget}/checkpoints"),
+    threads: config["distill"]["threads"]
+    resources:
+        runtime=120,
+        mem_mb=8000,
+    log:
+        f"{LOGS}/distill/{{method}}_{{budget}}.log",
+    conda:
+        "../../envs/loopkv.yaml"
+    shell:
+        "loopkv distill --cfg {params.cfg:q} --seed {params.seed} --method {wildcards.method}"
+        " --budget {wildcards.budget} --teacher {params.teacher} --calibration {input.calibration}"
+        " --corpus {params.corpus} {params.tasks} --out {output.codec} --curve {output.curve}"
+        " --checkpoints {params.checkpoints} --no-progress > {log} 2>&1"
+
+
+rule method_eval:
+    input:
+        unpack(method_eval_codec),
+        teacher=f"{teacher_dir()}/config.json",
+        corpus=R("data/corpus/manifest.json"),
+        tasks=expand(R("data/tasks/{task}/test.jsonl"), task=TASKS),
+    output:
+        metrics=R("methods/{method}/{budget}/quality.json"),
+        samples=R("methods/{method}/{budget}/quality_samples.json"),
+    params:
+        cfg=lambda w: cell_cfg("method_eval", w),
+        seed=config["seed"],
+        teacher=parent("teacher"),
+        corpus=parent("corpus"),
+        tasks=task_args({t: R(f"data/tasks/{t}") for t in TASKS}),
+        codec=lambda w, input: f"--codec {input.codec}" if "codec" in input.keys() else "",
+    threads: config["method_eval"]["threads"]
+    resources:
+        runtime=60,
+        mem_mb=4000,
+    log:
+        f"{LOGS}/methods/{{method}}_{{budget}}.log",
+    conda:
+        "../../envs/loopkv.yaml"
+    shell:
+        "loopkv method-eval --cfg {params.cfg:q} --seed {params.seed} --method {wildcards.method}"
+        " --budget {wildcards.budget} --teacher {params.teacher} {params.codec}"
+        " --corpus {params.corpus} {params.tasks} --out {output.metrics} --samples {output.samples}"
+        " > {log} 2>&1"

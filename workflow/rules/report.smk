@@ -1,0 +1,21 @@
+# Tables: measured results beside the papers' reported values.
+
+
+rule table1:
+    input:
+        cells=[R(f"methods/{m}/{b}/quality.json") for m, b in table1_cells()],
+        curves=[R(f"distill/{m}/{b}/curve.json") for m, b in table1_cells() if m in CODEC_METHODS],
+    output:
+        pdf=f"{REPORTS}/table1.pdf",
+        csv=f"{REPORTS}/table1.csv",
+        tex=f"{REPORTS}/table1.tex",
+    params:
+        train_max=max(config["data"]["tasks"]["passkey"]["train_lengths"]),
+    log:
+        f"{LOGS}/report/table1.log",
+    conda:
+        "../../envs/loopkv.yaml"
+    shell:
+        "loopkv table1 --cells {input.cells} --curves {input.curves} --passkey-train-max {params.train_max}"
+        " --pdf {output.pdf}"
+        " --csv {output.csv} --tex {output.tex} > {log} 2>&1"
