@@ -274,8 +274,8 @@ def _check_packed_rows(c: dict) -> Iterator[Problem]:
 
 def _check_methods(c: dict) -> Iterator[Problem]:
     """Every table cell must be a budget its method reaches exactly on this architecture."""
-    from loopkv.cache.budget import CacheShape
-    from loopkv.cache.settings import CACHE_BITS, LAYOUT_OF_CODEC, setting_at_ratio
+    from loopkv.cache.budget import CacheShape, setting_at_ratio
+    from loopkv.cache.settings import CACHE_BITS, LAYOUT_OF_CODEC
 
     methods, arch = c["methods"], c["model"]["arch"]
     shape = CacheShape(arch["num_hidden_layers"], arch["num_attention_heads"], arch["total_ut_steps"],

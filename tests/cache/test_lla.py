@@ -154,3 +154,21 @@ def test_bad_ranks_and_layouts_are_rejected():
         LatentCodec(sizes, ("layer", "head"), {"k": 9, "v": 2})
     with pytest.raises(ValueError, match="groups"):
         LatentCodec(sizes, ("head",), {"k": 2, "v": 2})
+
+
+@pytest.mark.parametrize("method", ["lla", "lla2d"])
+def test_latent_and_full_read_paths_give_the_same_logits(reference_model, calibration, method):
+    """Both paths hand attention decode(encode(x)) rotated to the token's position: one stores it,
+    the other recomputes it on every read."""
+    config = reference_model.config
+    codec = make_codec(config, calibration, 3, 6, METHOD_LAYOUT[method])
+    tokens = torch.randint(3, 256, (2, 12))
+    logits = {}
+    for read_path in ("latent", "full"):
+        cache = build(method, read_path, config, codec)
+        with torch.no_grad():
+            pieces = [reference_model(tokens[:, :3], cache=cache).logits]
+            for i in range(3, tokens.shape[1]):
+                pieces.append(reference_model(tokens[:, i:i + 1], cache=cache).logits)
+        logits[read_path] = torch.cat(pieces, 1)
+    torch.testing.assert_close(logits["latent"], logits["full"], atol=1e-5, rtol=0)

@@ -7,7 +7,7 @@ from loopkv.report.table1 import build_rows, write_csv, write_pdf, write_tex
 
 def metrics(method, budget, ratio, kl, em, passkey):
     return {"method": method, "budget": budget, "setting": {"method": method, "kwargs": {}, "ratio": ratio},
-            "bytes_per_token": int(8192 / ratio), "cache_dtype": "bfloat16", "compute_dtype": "float32",
+            "bytes_per_token": int(8192 / ratio), "teacher_bytes_per_token": 8192, "cache_dtype": "bfloat16", "compute_dtype": "float32",
             "read_path": "latent" if method == "lla" else None,
             "fidelity": {"kl": kl, "top1": 1 - kl, "n_tokens": 4064},
             "arithmetic": {"exact_match": em, "n": 200}, "cloze": {"accuracy": 0.3, "n": 200},
@@ -31,6 +31,7 @@ def test_rows_carry_measured_values_and_paper_values_separately():
     assert lla["paper_kl"] == TABLE1["lla", 4.0]["kl"] and lla["paper_gsm8k"] == TABLE1["lla", 4.0]["gsm8k"]
     assert rows[2]["paper_gsm8k"] == TABLE1["kv_quant", 5.33]["gsm8k"] and rows[2]["trained"] is False
     assert rows[0]["paper_gsm8k"] == TABLE1["full", 1.0]["gsm8k"] and rows[0]["kl_two_pass"] is None
+    assert lla["bytes_ratio"] == 4.0 and rows[0]["bytes_ratio"] == 1.0
 
 
 def test_csv_tex_and_pdf_are_written(tmp_path):

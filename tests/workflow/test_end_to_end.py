@@ -102,8 +102,16 @@ def test_a_distillation_edit_reruns_only_the_codec_cells(finished):
                                                                      "all": 1}
 
 
+def test_a_threads_edit_reruns_nothing(finished):
+    micro = yaml.safe_load((finished / "micro.yaml").read_text())
+    micro["distill"]["threads"] = 1
+    micro["method_eval"]["threads"] = 1
+    (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
+    assert planned_jobs(finished, "--configfile", "edited.yaml") == {}
+
+
 def test_a_read_path_edit_reevaluates_only_the_lla_cells(finished):
     micro = yaml.safe_load((finished / "micro.yaml").read_text())
-    micro["methods"]["read_path"] = "full"
+    micro["methods"]["read_path"] = "latent"
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
     assert planned_jobs(finished, "--configfile", "edited.yaml") == {"method_eval": 1, "table1": 1, "all": 1}

@@ -96,7 +96,9 @@ def cell_cfg(section, wildcards):
     sliced = {"cache_dtype": methods["cache_dtype"], "k_share": methods["k_share"], "budgets": budgets}
     if section == "method_eval" and wildcards.method in READ_PATH_METHODS:
         sliced["read_path"] = methods["read_path"]
-    return json.dumps({section: config[section], "methods": sliced, "model": {"dtype": config["model"]["dtype"]}},
+    # threads reach the job through the rule's `threads`, not the slice: they change no result
+    own = {k: v for k, v in config[section].items() if k != "threads"}
+    return json.dumps({section: own, "methods": sliced, "model": {"dtype": config["model"]["dtype"]}},
                       sort_keys=True)
 
 

@@ -36,7 +36,7 @@ rule distill:
         "loopkv distill --cfg {params.cfg:q} --seed {params.seed} --method {wildcards.method}"
         " --budget {wildcards.budget} --teacher {params.teacher} --calibration {input.calibration}"
         " --corpus {params.corpus} {params.tasks} --out {output.codec} --curve {output.curve}"
-        " --checkpoints {params.checkpoints} --no-progress > {log} 2>&1"
+        " --checkpoints {params.checkpoints} --threads {threads} --no-progress > {log} 2>&1"
 
 
 rule method_eval:
@@ -67,4 +67,4 @@ rule method_eval:
         "loopkv method-eval --cfg {params.cfg:q} --seed {params.seed} --method {wildcards.method}"
         " --budget {wildcards.budget} --teacher {params.teacher} {params.codec}"
         " --corpus {params.corpus} {params.tasks} --out {output.metrics} --samples {output.samples}"
-        " > {log} 2>&1"
+        " --threads {threads} > {log} 2>&1"

@@ -18,9 +18,17 @@ def pack(codes: torch.Tensor, bits: int) -> torch.Tensor:
 
 
 def unpack(packed: torch.Tensor, bits: int) -> torch.Tensor:
-    """Inverse of pack: uint8 (..., n * bits / 8) -> int64 codes (..., n)."""
-    groups = packed.to(torch.int64).reshape(*packed.shape[:-1], -1, bits)
-    word = torch.zeros(groups.shape[:-1], dtype=torch.int64, device=packed.device)
+    """Inverse of pack: uint8 (..., n * bits / 8) -> codes (..., n) (uint8 when bits divides 8,
+    else int64)."""
+    if 8 % bits == 0:
+        # byte m holds codes m*k .. m*k+k-1 (k = 8 / bits) at shifts 0, bits, ...: decode the bytes
+        # in place, the hot path of every cached read
+        mask = (1 << bits) - 1
+        codes = torch.stack([(packed >> (bits * i)) & mask for i in range(8 // bits)], dim=-1)
+        return codes.reshape(*packed.shape[:-1], -1)
+    wide = torch.int32 if 8 * bits < 32 else torch.int64   # 8 codes of 3 bits fit 24 bits
+    groups = packed.to(wide).reshape(*packed.shape[:-1], -1, bits)
+    word = torch.zeros(groups.shape[:-1], dtype=wide, device=packed.device)
     for m in range(bits):
         word |= groups[..., m] << (8 * m)
     mask = (1 << bits) - 1

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Callable
 
 from loopkv.cache.base import LoopCache
-from loopkv.cache.budget import CacheShape, setting_at_ratio  # noqa: F401 (config checks use it)
+from loopkv.cache.budget import CacheShape, setting_at_ratio
 from loopkv.cache.latent_codec import LAYOUTS, LatentCodec
 from loopkv.cache.registry import METHODS, make_cache
 from loopkv.errors import LoopKVError

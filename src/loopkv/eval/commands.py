@@ -30,6 +30,7 @@ def register(sub) -> None:
     p.add_argument("--task", type=named_path, action="append", default=[], help="NAME=DIR with test.jsonl")
     p.add_argument("--out", required=True, help="metrics JSON")
     p.add_argument("--samples", help="per-sample JSON (generations, correctness)")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (not part of the result)")
     p.set_defaults(func=_method_eval)
 
 
@@ -71,7 +72,7 @@ def _method_eval(args) -> None:
     from loopkv.utils.seeding import derive_seed, seed_everything
 
     cfg, methods_cfg = args.cfg["method_eval"], args.cfg["methods"]
-    torch.set_num_threads(cfg["threads"])
+    torch.set_num_threads(args.threads)
     seed_everything(derive_seed(args.seed, "method-eval", args.method, args.budget))
     task_dirs = dict(args.task)
     inputs = {"teacher": args.teacher, "corpus": args.corpus, **{f"task:{k}": v for k, v in task_dirs.items()}}

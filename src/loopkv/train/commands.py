@@ -32,6 +32,7 @@ def register(sub) -> None:
     p.add_argument("--out", required=True, help="distilled codec (.pt)")
     p.add_argument("--curve", required=True, help="training curve JSON")
     p.add_argument("--checkpoints", required=True, help="directory for resumable DeepSpeed checkpoints")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (not part of the result)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=_distill)
 
@@ -68,7 +69,7 @@ def _distill(args) -> None:
     cfg = args.cfg["distill"]
     if args.method not in CODEC_METHODS:
         raise LoopKVError(f"{args.method} has no codec to distil (codec methods: {', '.join(CODEC_METHODS)})")
-    torch.set_num_threads(cfg["threads"])
+    torch.set_num_threads(args.threads)
     seed_everything(derive_seed(args.seed, "distill", args.method, args.budget))
     task_dirs = dict(args.task)
     prov = Provenance({**args.cfg, "method": args.method, "budget": args.budget}, args.seed,
