@@ -99,7 +99,11 @@ def _method_eval(args) -> None:
     metrics = {"method": args.method, "budget": args.budget, "setting": setting,
                "read_path": read_path,
                "cache_dtype": methods_cfg["cache_dtype"], "compute_dtype": args.cfg["model"]["dtype"],
-               "bytes_per_token": factory().bytes_per_token(cache_dtype),
+               # the budget: what the method stores on its capacity path (latent for lla / lla2d) ...
+               "bytes_per_token": cache_factory(setting, model.config, codec, read_path="latent")()
+               .bytes_per_token(cache_dtype),
+               # ... and what the path evaluated here stores (full-memory lla: the teacher's bytes)
+               "read_path_bytes_per_token": factory().bytes_per_token(cache_dtype),
                "teacher_bytes_per_token": make_cache("full", model.config).bytes_per_token(cache_dtype)}
     metrics["fidelity"] = teacher_fidelity(model, windows, cfg["batch_size"], factory)
     quality, samples = evaluate_quality(model, tokenizer, args.corpus, task_dirs, cfg, cfg["seq_len"],

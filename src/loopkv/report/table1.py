@@ -60,6 +60,7 @@ def build_rows(cells: list[dict], curves: dict[tuple[str, str], dict], passkey_t
             "paper_kl": paper.get("kl"), "paper_gsm8k": paper.get("gsm8k"), "paper_mc_avg": paper.get("mc_avg"),
             "paper_mmlu": paper.get("mmlu"),
             "cache_dtype": m["cache_dtype"], "compute_dtype": m["compute_dtype"], "read_path": m["read_path"],
+            "read_path_bytes_per_token": m.get("read_path_bytes_per_token", m["bytes_per_token"]),
         })
     return rows
 
@@ -88,7 +89,8 @@ def _fmt(key: str, value) -> str:
 
 
 def write_csv(rows: list[dict], path) -> None:
-    fields = [k for k, _ in COLUMNS] + N_COLUMNS + ["cache_dtype", "compute_dtype", "read_path"]
+    fields = [k for k, _ in COLUMNS] + N_COLUMNS + ["cache_dtype", "compute_dtype", "read_path",
+                                                    "read_path_bytes_per_token"]
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
         writer.writeheader()
@@ -99,8 +101,10 @@ def write_csv(rows: list[dict], path) -> None:
 def footnote(rows: list[dict]) -> str:
     first = rows[0]
     n = {k: sorted({r[k] for r in rows}) for k in N_COLUMNS}
+    paths = sorted({r["read_path"] for r in rows if r["read_path"]})
     return (f"Ratios and B/token against a {first['cache_dtype']} teacher cache (ours computed in "
-            f"{first['compute_dtype']}; LLA rows read the {first['read_path'] or 'latent'} path). "
+            f"{first['compute_dtype']}); B/token is each method's capacity path (LLA: latents only); "
+            f"LLA / LLA-2D quality measured on the {'/'.join(paths) or 'latent'} read path (same decoded values). "
             f"n per cell: KL/top-1 {n['n_kl_tokens']} tokens, arithmetic {n['n_arith']}, cloze {n['n_cloze']}, "
             f"passkey {n['n_passkey_in']} (<= train length) / {n['n_passkey_out']} (beyond). "
             f"Stand-ins: arithmetic chains for GSM8K, cloze MC for MC-avg; MMLU has none. "
