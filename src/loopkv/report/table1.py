@@ -30,7 +30,7 @@ COLUMNS = [
     ("paper_mmlu", "paper\nMMLU"),
 ]
 N_COLUMNS = ["n_kl_tokens", "n_arith", "n_cloze", "n_passkey_in", "n_passkey_out"]
-LABELS = {"full": "teacher", "final_loop": "final-loop reuse", "lla": "LLA", "lla2d": "LLA-2D",
+LABELS = {"full": "teacher", "final_loop": "final-loop", "lla": "LLA", "lla2d": "LLA-2D",
           "mla_head": "mla_head", "cla": "cla", "kv_quant": "kv_quant"}
 
 
