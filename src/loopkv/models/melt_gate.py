@@ -1,0 +1,55 @@
+"""MELT's cross-loop state update (MELT paper, Section 3 and its gate ablation, Table 3).
+
+Per layer, each token carries a latent state h across the T loops; the layer's K and V are
+projected from h instead of from the loop's own input x, so a token needs one cache row per layer
+whatever T is. The update at loop t (1-based) for the token's layer input x_t:
+
+    full    z_t = sigmoid(x_t W_z + h_{t-1} U_z + b_z)   element-wise, width d
+    single  z_t = sigmoid(x_t w_z + h_{t-1} u_z + b_z)   one scalar per token
+    mean    z_t = (t - 1) / t                            h_t = mean(x_1 .. x_t)
+    ema     z_t = decay                                  fixed exponential moving average
+    last    z_t = 0                                      h_t = x_t (no memory)
+
+    h_t = z_t * h_{t-1} + (1 - z_t) * x_t
+
+The state starts as the first loop's input, h_1 = x_1, for every variant (the paper does not state
+h_0; with h_0 = 0 a gated first loop would shrink x_1 for no reason).
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+VARIANTS = ("full", "single", "mean", "ema", "last")
+
+
+class MeltGate(nn.Module):
+    def __init__(self, hidden_size: int, variant: str = "full", ema_decay: float = 0.5):
+        super().__init__()
+        if variant not in VARIANTS:
+            raise ValueError(f"gate variant must be one of {VARIANTS}, got {variant!r}")
+        if not 0.0 <= ema_decay < 1.0:
+            raise ValueError(f"ema_decay must be in [0, 1), got {ema_decay}")
+        self.variant = variant
+        self.ema_decay = ema_decay
+        if variant in ("full", "single"):
+            width = hidden_size if variant == "full" else 1
+            self.input_gate = nn.Linear(hidden_size, width, bias=True)     # W_z, b_z
+            self.state_gate = nn.Linear(hidden_size, width, bias=False)    # U_z
+            nn.init.zeros_(self.input_gate.weight)
+            nn.init.zeros_(self.input_gate.bias)
+            nn.init.zeros_(self.state_gate.weight)
+
+    def gate(self, loop: int, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """z_t for 0-based `loop` >= 1; broadcastable to x (..., d)."""
+        if self.variant in ("full", "single"):
+            return torch.sigmoid(self.input_gate(x) + self.state_gate(h))
+        value = {"mean": loop / (loop + 1), "ema": self.ema_decay, "last": 0.0}[self.variant]
+        return torch.full_like(x[..., :1], value)
+
+    def forward(self, loop: int, x: torch.Tensor, h: torch.Tensor | None) -> torch.Tensor:
+        """The state after 0-based `loop`, from the layer input x (..., d) and the previous state."""
+        if loop == 0 or h is None:
+            return x
+        z = self.gate(loop, x, h)
+        return z * h + (1 - z) * x
