@@ -3,6 +3,7 @@ import json
 import os
 import sys
 
+from loopkv.cache.settings import CODEC_METHODS, READ_PATH_METHODS
 from loopkv.config import config_slice, load_config
 from loopkv.errors import LoopKVError
 
@@ -73,7 +74,6 @@ def default_targets():
 
 
 # ---- KV methods at equal budgets (LLA Table 1)
-CODEC_METHODS = ["lla", "lla2d", "mla_head"]
 DISTILL_TASKS = [t for t in ("passkey", "arithmetic") if config["distill"]["mixture"].get(t, 0) > 0]
 
 
@@ -83,9 +83,6 @@ def table1_cells():
     for budget, methods in config["methods"]["table1"].items():
         cells += [(m, budget) for m in methods]
     return cells
-
-
-READ_PATH_METHODS = ["lla", "lla2d"]
 
 
 def cell_cfg(section, wildcards):

@@ -60,6 +60,8 @@ def setting_at_ratio(method: str, shape: CacheShape, ratio: float, cache_bits: i
             bits = min(BITS, key=lambda b: abs(b - bits))
             return {"kwargs": {"bits": bits}, "ratio": cache_bits / bits}   # before scale/zero overhead
         return None
+    if method == "full":   # the teacher's own cache: the 1x reference
+        return {"kwargs": {}, "ratio": 1.0} if math.isclose(ratio, 1.0) else None
     if method == "final_loop":
         return {"kwargs": {}, "ratio": float(T)} if math.isclose(ratio, T, rel_tol=1e-3) else None
     raise ValueError(f"no budget rule for method {method!r}")

@@ -23,6 +23,12 @@ KINDS = ("k", "v")
 LAYOUTS = {"per_head": ("layer", "head"), "joint_heads": ("layer",), "per_loop": ("layer", "loop")}
 
 
+def model_sizes(config) -> dict[str, int]:
+    """The axis sizes of a model's K/V, in a codec's terms."""
+    return {"layer": config.num_hidden_layers, "head": config.num_key_value_heads,
+            "loop": config.total_ut_steps, "dim": config.head_dim}
+
+
 def concat_axes(groups: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(a for a in AXIS_ORDER if a not in groups)
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from loopkv.cache.base import LoopCache, concat
-from loopkv.cache.latent_codec import LAYOUTS, LatentCodec
+from loopkv.cache.latent_codec import LAYOUTS, LatentCodec, model_sizes
 
 READ_PATHS = ("latent", "full")
 
@@ -37,8 +37,7 @@ class LLACache(LoopCache):
             raise ValueError(f"read_path must be one of {READ_PATHS}, got {read_path!r}")
         if codec.groups != LAYOUTS[self.layout]:
             raise ValueError(f"{self.name} needs a codec with groups {LAYOUTS[self.layout]}, got {codec.groups}")
-        want = {"layer": config.num_hidden_layers, "head": config.num_key_value_heads,
-                "loop": config.total_ut_steps, "dim": config.head_dim}
+        want = model_sizes(config)
         if codec.sizes != want:
             raise ValueError(f"codec sizes {codec.sizes} do not match the model {want}")
         self.codec = codec
@@ -48,6 +47,7 @@ class LLACache(LoopCache):
         self.recon: dict[str, list[torch.Tensor | None]] = {"k": [None] * (T * D), "v": [None] * (T * D)}
         self._pending_kv: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
         self._rows = [codec.loop_rows(t) for t in range(T)]
+        self._traced_latents: dict[int, tuple] = {}   # layer -> (trace, latents) for reconstruct()
 
     def update(self, loop, layer, positions, k, v):
         self._pending_kv.setdefault(layer, []).append((k, v))
@@ -98,11 +98,14 @@ class LLACache(LoopCache):
         return self.codec.encode(kind, self.codec.to_vectors(token), self._groups(layer))
 
     def reconstruct(self, loop, layer, trace):
-        # both read paths hand later tokens the same decoded values; only storage differs
-        return tuple(
-            self._decode(kind, layer, loop,
-                         self._latent(kind, layer, [trace.kv(kind, t, layer) for t in range(self.num_loops)]))
-            for kind in ("k", "v"))
+        # both read paths hand later tokens the same decoded values; only storage differs. A
+        # layer's latents depend on all its loops, so they are encoded once per trace, not per loop.
+        seen = self._traced_latents.get(layer)
+        if seen is None or seen[0] is not trace:
+            latents = {kind: self._latent(kind, layer, [trace.kv(kind, t, layer) for t in range(self.num_loops)])
+                       for kind in ("k", "v")}
+            seen = self._traced_latents[layer] = (trace, latents)
+        return tuple(self._decode(kind, layer, loop, seen[1][kind]) for kind in ("k", "v"))
 
     def _store_reconstruction(self, kind: str, layer: int, latent: torch.Tensor) -> None:
         for loop in range(self.num_loops):

@@ -10,11 +10,12 @@ from typing import Callable
 
 from loopkv.cache.base import LoopCache
 from loopkv.cache.budget import CacheShape, setting_at_ratio
-from loopkv.cache.latent_codec import LAYOUTS, LatentCodec
+from loopkv.cache.latent_codec import LAYOUTS, LatentCodec, model_sizes
 from loopkv.cache.registry import METHODS, make_cache
 from loopkv.errors import LoopKVError
 
-CODEC_METHODS = ("lla", "lla2d", "mla_head")
+CODEC_METHODS = tuple(name for name, cls in METHODS.items() if getattr(cls, "layout", None))
+READ_PATH_METHODS = tuple(name for name, cls in METHODS.items() if hasattr(cls, "READ_PATHS"))
 LAYOUT_OF_CODEC = {name: METHODS[name].layout for name in CODEC_METHODS}   # calibration moments each needs
 CACHE_BITS = {"bfloat16": 16, "float16": 16, "float32": 32}
 
@@ -23,10 +24,6 @@ def method_setting(method: str, ratio: float, config, cache_dtype: str, k_share:
     """{"method", "kwargs", "ratio" (achieved)} at `ratio` x fewer bytes than a `cache_dtype` teacher."""
     if method not in METHODS:
         raise LoopKVError(f"unknown KV method {method!r} (known: {', '.join(sorted(METHODS))})")
-    if method == "full":   # the teacher's own cache: the 1x reference row
-        if ratio != 1:
-            raise LoopKVError(f"the full cache is the 1x reference, not {ratio:g}x")
-        return {"method": method, "kwargs": {}, "ratio": 1.0}
     found = setting_at_ratio(method, CacheShape.of(config), ratio, CACHE_BITS[cache_dtype], k_share)
     if found is None:
         raise LoopKVError(f"{method} cannot reach {ratio:g}x on this model "
@@ -50,15 +47,10 @@ def load_codec(setting: dict, config, state: dict) -> LatentCodec:
     return codec
 
 
-def codec_sizes(config) -> dict[str, int]:
-    return {"layer": config.num_hidden_layers, "head": config.num_key_value_heads,
-            "loop": config.total_ut_steps, "dim": config.head_dim}
-
-
 def new_codec(setting: dict, config) -> LatentCodec:
     layout = METHODS[setting["method"]].layout
     ranks = {"k": setting["kwargs"]["rank_k"], "v": setting["kwargs"]["rank_v"]}
-    return LatentCodec(codec_sizes(config), LAYOUTS[layout], ranks)
+    return LatentCodec(model_sizes(config), LAYOUTS[layout], ranks)
 
 
 def svd_codec(setting: dict, config, calibration) -> LatentCodec:
@@ -83,7 +75,7 @@ def cache_factory(setting: dict, config, codec: LatentCodec | None = None,
         if codec is None:
             raise LoopKVError(f"{method} needs a codec")
         kwargs = {"codec": codec}
-        if hasattr(METHODS[method], "READ_PATHS"):
+        if method in READ_PATH_METHODS:
             kwargs["read_path"] = read_path or "latent"
     return lambda: make_cache(method, config, **kwargs)
 
