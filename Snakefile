@@ -18,6 +18,7 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/teacher.smk"
 include: "workflow/rules/calibrate.smk"
 include: "workflow/rules/methods.smk"
+include: "workflow/rules/melt.smk"
 include: "workflow/rules/report.smk"
 
 

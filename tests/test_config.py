@@ -206,6 +206,19 @@ BAD_CASES = [
     ("distill-zero-stage-3", {"distill.zero_stage": 3}, "distill.zero_stage"),
     ("codec-without-calibration-moments", {"calibration.layouts": ["per_head", "per_loop"]}, "methods.table1.5.33x"),
     ("method-eval-zero-windows", {"method_eval.kl_windows": 0}, "method_eval.kl_windows"),
+    ("melt-unknown-gate", {"melt.gate": "gru"}, "melt.gate"),
+    ("melt-ablation-unknown-gate", {"melt.ablations": {"x": {"gate": "lstm"}}}, "melt.ablations.x.gate"),
+    ("melt-ablation-unknown-key", {"melt.ablations": {"x": {"lr": 0.1}}}, "melt.ablations.x.lr"),
+    ("melt-ablation-named-full", {"melt.ablations": {"full": {"gate": "mean"}}}, "melt.ablations.full"),
+    ("melt-ablation-chunk-zero", {"melt.ablations": {"x": {"chunk_size": 0}}}, "melt.ablations.x.chunk_size"),
+    ("melt-zero-chunk", {"melt.chunk_size": 0}, "melt.chunk_size"),
+    ("melt-ramp-over-steps", {"melt.stage1.alpha_ramp_steps": 1000}, "melt.stage1.alpha_ramp_steps"),
+    ("melt-stage2-warmup-over-steps", {"melt.stage2.warmup_steps": 1000}, "melt.stage2.warmup_steps"),
+    ("melt-rows-too-short-for-passkey", {"melt.seq_len": 64}, "melt.seq_len"),
+    ("melt-compare-unknown-method", {"melt.compare_methods": ["h2o"]}, "melt.compare_methods"),
+    ("melt-without-its-budget", {"methods.budgets": {"5.33x": 5.333333, "21.33x": 21.333333},
+                                 "methods.table1": {"5.33x": ["lla"]}}, "methods.budgets"),
+    ("melt-in-table1", {"methods.table1": {"4x": ["melt"]}}, "methods.table1.4x[0]"),
 ]
 
 

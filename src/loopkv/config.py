@@ -244,11 +244,11 @@ def _check_model(c: dict) -> Iterator[Problem]:
 def _check_windows(c: dict) -> Iterator[Problem]:
     """Every token window and every row mixture the stages use."""
     max_pos = c["model"]["arch"]["max_position_embeddings"]
-    for section in ("teacher", "teacher_eval", "calibration", "distill", "method_eval"):
+    for section in ("teacher", "teacher_eval", "calibration", "distill", "method_eval", "melt"):
         length = c[section]["seq_len"]
         if length > max_pos:
             yield f"{section}.seq_len", f"must be <= model.arch.max_position_embeddings ({max_pos}), got {length}"
-    for section in ("teacher", "calibration", "distill"):
+    for section in ("teacher", "calibration", "distill", "melt"):
         mixture = c[section]["mixture"]
         if sum(mixture.values()) <= 0:
             yield f"{section}.mixture", f"weights must have a positive sum, got {mixture}"
@@ -263,7 +263,7 @@ def _check_schedules(c: dict) -> Iterator[Problem]:
 
 def _check_packed_rows(c: dict) -> Iterator[Problem]:
     """Stages that pack whole passkey examples (<bos> + example + <eos>) into rows, like training."""
-    for section in ("calibration", "distill"):
+    for section in ("calibration", "distill", "melt"):
         length = c[section]["seq_len"]
         too_long = [n for n in c["data"]["tasks"]["passkey"]["train_lengths"] if n > length - 1]
         if c[section]["mixture"].get("passkey", 0) > 0 and too_long:
@@ -298,9 +298,55 @@ def _check_methods(c: dict) -> Iterator[Problem]:
                        f"H={shape.heads}, d_head={shape.head_dim} and a {methods['cache_dtype']} cache")
 
 
+def melt_budget_label(c: dict) -> str | None:
+    """The label in methods.budgets whose ratio is T: MELT's fixed budget (one row per layer)."""
+    loops = c["model"]["arch"]["total_ut_steps"]
+    return next((label for label, ratio in c["methods"]["budgets"].items() if abs(ratio - loops) < 1e-6), None)
+
+
+def _check_melt(c: dict) -> Iterator[Problem]:
+    from loopkv.cache.registry import METHODS
+    from loopkv.train.melt_recipes import RECIPE_KEYS
+
+    melt = c["melt"]
+    for stage in ("stage1", "stage2"):
+        if melt[stage]["warmup_steps"] > melt[stage]["steps"]:
+            yield (f"melt.{stage}.warmup_steps",
+                   f"must be <= melt.{stage}.steps ({melt[stage]['steps']}), got {melt[stage]['warmup_steps']}")
+    if melt["stage1"]["alpha_ramp_steps"] > melt["stage1"]["steps"]:
+        yield ("melt.stage1.alpha_ramp_steps",
+               f"must be <= melt.stage1.steps ({melt['stage1']['steps']}), got {melt['stage1']['alpha_ramp_steps']}")
+    gates = ("full", "single", "mean", "ema", "last")
+    for name, overrides in melt["ablations"].items():
+        if name == "full":
+            yield "melt.ablations.full", "'full' is the recipe itself, not an ablation"
+        for key, value in overrides.items():
+            if key not in RECIPE_KEYS:
+                yield f"melt.ablations.{name}.{key}", f"unknown recipe key (recipe keys: {', '.join(RECIPE_KEYS)})"
+            elif key == "gate" and value not in gates:
+                yield f"melt.ablations.{name}.gate", f"must be one of {gates}, got {value!r}"
+            elif key in ("interpolation", "align_stage") and not isinstance(value, bool):
+                yield f"melt.ablations.{name}.{key}", f"must be true or false, got {value!r}"
+            elif key == "chunk_size" and value is not None and (not isinstance(value, int) or value < 1):
+                yield f"melt.ablations.{name}.chunk_size", f"must be a positive integer or null, got {value!r}"
+            elif key == "ema_decay" and not (isinstance(value, (int, float)) and 0 <= value < 1):
+                yield f"melt.ablations.{name}.ema_decay", f"must be in [0, 1), got {value!r}"
+    label = melt_budget_label(c)
+    if label is None:
+        yield ("methods.budgets", f"needs a budget of {c['model']['arch']['total_ut_steps']}x (= T, MELT's fixed "
+               f"budget): MELT and the methods compared with it are evaluated there")
+    unknown = [m for m in melt["compare_methods"] if m not in METHODS or m == "melt"]
+    if unknown:
+        yield "melt.compare_methods", f"unknown KV methods {unknown} (known: {', '.join(sorted(set(METHODS) - {'melt'}))})"
+    elif melt["compare_methods"] and label is not None:
+        probe = {**c, "methods": {**c["methods"], "table1": {label: melt["compare_methods"]}}}
+        for _, message in _check_methods(probe):
+            yield "melt.compare_methods", message
+
+
 _SEMANTIC_CHECKS: list[Callable[[dict], Iterator[Problem]]] = [
     _check_corpus, _check_tokenizer, _check_tasks, _check_model, _check_windows, _check_schedules,
-    _check_packed_rows, _check_methods,
+    _check_packed_rows, _check_methods, _check_melt,
 ]
 
 

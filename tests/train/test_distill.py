@@ -2,6 +2,7 @@
 bitwise resume after an interruption, best-KL selection."""
 import pytest
 import torch
+from run_compare import assert_same_run
 
 from loopkv.analysis.calibration import Calibration, capture_kv
 from loopkv.cache import make_cache
@@ -94,11 +95,4 @@ def test_interrupted_run_resumes_bitwise(teacher, calibration, tmp_path):
                       progress=False)
     resumed = distill_codec(CFG, teacher, view_of(teacher, calibration, lla(2, 3)), batches, VAL,
                             tmp_path / "cut", progress=False)
-    for key, value in whole["codec_state"].items():
-        assert torch.equal(value, resumed["codec_state"][key]), key
-
-    def timeless(curve):
-        return [{k: v for k, v in row.items() if k != "seconds"} for row in curve]
-
-    assert timeless(whole["curve"]["train"]) == timeless(resumed["curve"]["train"])
-    assert whole["curve"]["heldout"] == resumed["curve"]["heldout"]
+    assert_same_run(whole, resumed, "codec_state")

@@ -6,10 +6,13 @@ from workflow_helpers import REPO, planned_jobs, snakemake
 
 def test_default_target_plans_data_and_teacher(workdir):
     jobs = planned_jobs(workdir)
-    # Table 1 of the default config: 8 distilled codec cells, 13 evaluated cells (teacher included)
+    # Table 1 of the default config: 8 distilled codec cells, 13 evaluated cells (teacher included);
+    # MELT: 8 recipes, 7 stage-1 jobs (no_stage2 shares the full recipe's), 7 stage-2 jobs; its
+    # comparison methods sit at 4x, which Table 1 already evaluates
     assert jobs == {"corpus": 1, "tokenizer": 1, "task_data": 3, "teacher_pretrain": 1, "teacher_eval": 1,
                     "calibrate": 1, "cross_loop_structure": 1, "fig2_spectra": 1, "distill": 8,
-                    "method_eval": 13, "table1": 1, "all": 1}
+                    "method_eval": 13, "table1": 1, "melt_stage1": 7, "melt_stage2": 7, "melt_eval": 8,
+                    "melt_table": 2, "melt_vs_lla": 1, "melt_memory": 1, "fig_memory": 1, "all": 1}
 
 
 def test_table1_cells_follow_the_config(workdir):

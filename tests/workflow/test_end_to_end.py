@@ -51,8 +51,9 @@ def test_editing_a_task_key_reruns_that_task_and_what_depends_on_it(finished):
     micro["data"]["tasks"]["cloze"]["num_choices"] = 3
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
     # cloze is evaluation-only: neither the teacher nor a codec is retrained; every evaluation reruns
-    assert planned_jobs(finished, "--configfile", "edited.yaml") == {"task_data": 1, "teacher_eval": 1,
-                                                                     "method_eval": 5, "table1": 1, "all": 1}
+    assert planned_jobs(finished, "--configfile", "edited.yaml") == {
+        "task_data": 1, "teacher_eval": 1, "method_eval": 6, "table1": 1, "melt_eval": 8, "melt_table": 2,
+        "melt_vs_lla": 1, "all": 1}
 
 
 def test_figure2_is_built_from_the_calibration(finished):
@@ -98,14 +99,16 @@ def test_a_distillation_edit_reruns_only_the_codec_cells(finished):
     micro = yaml.safe_load((finished / "micro.yaml").read_text())
     micro["distill"]["lambda_attn"] = 0.25
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
-    assert planned_jobs(finished, "--configfile", "edited.yaml") == {"distill": 1, "method_eval": 1, "table1": 1,
-                                                                     "all": 1}
+    # lla at 4x (Table 1) and at 2x (MELT's budget: melt_vs_lla and the memory figure)
+    assert planned_jobs(finished, "--configfile", "edited.yaml") == {
+        "distill": 2, "method_eval": 2, "table1": 1, "melt_vs_lla": 1, "melt_memory": 1, "fig_memory": 1, "all": 1}
 
 
 def test_a_threads_edit_reruns_nothing(finished):
     micro = yaml.safe_load((finished / "micro.yaml").read_text())
     micro["distill"]["threads"] = 1
     micro["method_eval"]["threads"] = 1
+    micro["melt"]["threads"] = 1
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
     assert planned_jobs(finished, "--configfile", "edited.yaml") == {}
 
@@ -114,4 +117,51 @@ def test_a_read_path_edit_reevaluates_only_the_lla_cells(finished):
     micro = yaml.safe_load((finished / "micro.yaml").read_text())
     micro["methods"]["read_path"] = "latent"
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
-    assert planned_jobs(finished, "--configfile", "edited.yaml") == {"method_eval": 1, "table1": 1, "all": 1}
+    # the memory figure measures LLA on its latent capacity path whatever read_path says
+    assert planned_jobs(finished, "--configfile", "edited.yaml") == {"method_eval": 2, "table1": 1, "melt_vs_lla": 1,
+                                                                     "all": 1}
+
+
+def test_melt_tables_and_memory_are_built_from_the_recipes(finished):
+    import csv
+
+    def rows(name):
+        return list(csv.DictReader(open(finished / f"reports/{name}.csv")))
+
+    assert [r["recipe"] for r in rows("melt_table3")] == ["full", "gate_single", "gate_last", "gate_ema", "gate_mean"]
+    assert [r["recipe"] for r in rows("melt_table4")] == ["full", "no_chunk", "no_interp", "no_stage2"]
+    assert [r["method"] for r in rows("melt_vs_lla")] == ["full", "melt", "final_loop", "cla", "lla"]
+    full = json.loads((finished / "results/melt/full/quality.json").read_text())["metrics"]
+    assert float(rows("melt_table3")[0]["arith_em"]) == full["arithmetic"]["exact_match"]
+    assert full["melt"]["melt_gate"] == "full" and full["melt"]["melt_train_chunk_size"] == 64
+    # no_stage2 is the full recipe's stage-1 model, evaluated
+    no_stage2 = json.loads((finished / "results/melt/no_stage2/quality.json").read_text())["provenance"]
+    assert no_stage2["inputs"]["student"]["path"].endswith("melt/full/stage1/model")
+    figure = json.loads((finished / "reports/fig_memory_vs_length.json").read_text())
+    assert figure["summary"]["melt"]["cache_ratio_to_teacher"] == 2.0          # T = 2
+    assert (finished / "reports/melt_table3.pdf").read_bytes().startswith(b"%PDF")
+
+
+def test_a_stage2_edit_retrains_only_stage2(finished):
+    micro = yaml.safe_load((finished / "micro.yaml").read_text())
+    micro["melt"]["stage2"]["beta"] = 0.5
+    (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
+    # every recipe with a stage 2 (all but no_stage2); no stage 1, no distillation
+    assert planned_jobs(finished, "--configfile", "edited.yaml") == {
+        "melt_stage2": 7, "melt_eval": 7, "melt_table": 2, "melt_vs_lla": 1, "melt_memory": 1, "fig_memory": 1,
+        "all": 1}
+
+
+def test_an_ema_decay_edit_retrains_only_the_ema_recipe(finished):
+    micro = yaml.safe_load((finished / "micro.yaml").read_text())
+    micro["melt"]["ema_decay"] = 0.25
+    (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
+    assert planned_jobs(finished, "--configfile", "edited.yaml") == {
+        "melt_stage1": 1, "melt_stage2": 1, "melt_eval": 1, "melt_table": 1, "all": 1}
+
+
+def test_a_memory_edit_remeasures_only_memory(finished):
+    micro = yaml.safe_load((finished / "micro.yaml").read_text())
+    micro["melt"]["memory_lengths"] = [4, 6]
+    (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
+    assert planned_jobs(finished, "--configfile", "edited.yaml") == {"melt_memory": 1, "fig_memory": 1, "all": 1}

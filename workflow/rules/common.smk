@@ -2,9 +2,11 @@
 import json
 import os
 import sys
+from types import SimpleNamespace
 
 from loopkv.cache.settings import CODEC_METHODS, READ_PATH_METHODS
-from loopkv.config import config_slice, load_config
+from loopkv.config import config_slice, load_config, melt_budget_label
+from loopkv.train.melt_recipes import final_stage, recipe, recipe_names, stage_cfg, stage_owner, table_members
 from loopkv.errors import LoopKVError
 
 try:
@@ -70,7 +72,8 @@ CALIBRATION_TASKS = [t for t in ("passkey", "arithmetic") if config["calibration
 
 def default_targets():
     teacher = [R("teacher/quality.json")] + ([] if pretrained() else [R("teacher/model/train_curve.json")])
-    return teacher + [f"{REPORTS}/fig2_spectra.pdf", f"{REPORTS}/table1.pdf"]
+    melt = [f"{REPORTS}/{name}.pdf" for name in ("melt_table3", "melt_table4", "melt_vs_lla", "fig_memory_vs_length")]
+    return teacher + [f"{REPORTS}/fig2_spectra.pdf", f"{REPORTS}/table1.pdf"] + melt
 
 
 # ---- KV methods at equal budgets (LLA Table 1)
@@ -104,3 +107,38 @@ def method_eval_codec(wildcards):
     if wildcards.method in CODEC_METHODS:
         return {"codec": R(f"distill/{wildcards.method}/{wildcards.budget}/codec.pt")}
     return {}
+
+
+# ---- MELT (a model variant at its fixed budget, T x below the teacher)
+MELT_TASKS = [t for t in ("passkey", "arithmetic") if config["melt"]["mixture"].get(t, 0) > 0]
+MELT_BUDGET = melt_budget_label(config)
+MELT_RECIPES = recipe_names(config["melt"])
+
+
+def melt_stage_dir(recipe, stage):
+    """The model directory of a recipe's stage, under the recipe that owns the shared job."""
+    return R(f"melt/{stage_owner(config['melt'], recipe, stage)}/stage{stage}/model")
+
+
+def melt_model_dir(recipe):
+    return melt_stage_dir(recipe, final_stage(config["melt"], recipe))
+
+
+def melt_stage_cfg(recipe, stage):
+    return json.dumps({"melt": stage_cfg(config["melt"], recipe, stage), "model": {"dtype": config["model"]["dtype"]}},
+                      sort_keys=True)
+
+
+def melt_table_recipes(which):
+    """Recipe name -> recipe keys of MELT Table 3 or 4, in table order."""
+    return {n: recipe(config["melt"], n) for n in table_members(config["melt"], int(which))}
+
+
+MEMORY_CODECS = [m for m in config["melt"]["memory_methods"] if m in CODEC_METHODS]
+
+
+def melt_eval_cfg():
+    """The method_eval slice of a MELT recipe's evaluation, batched at melt.eval_batch_size."""
+    sliced = json.loads(cell_cfg("method_eval", SimpleNamespace(method="melt", budget=MELT_BUDGET)))
+    sliced["method_eval"]["batch_size"] = config["melt"]["eval_batch_size"]
+    return json.dumps(sliced, sort_keys=True)

@@ -62,6 +62,6 @@ def setting_at_ratio(method: str, shape: CacheShape, ratio: float, cache_bits: i
         return None
     if method == "full":   # the teacher's own cache: the 1x reference
         return {"kwargs": {}, "ratio": 1.0} if math.isclose(ratio, 1.0) else None
-    if method == "final_loop":
+    if method in ("final_loop", "melt"):   # one row per token and layer: T x fewer than the teacher
         return {"kwargs": {}, "ratio": float(T)} if math.isclose(ratio, T, rel_tol=1e-3) else None
     raise ValueError(f"no budget rule for method {method!r}")

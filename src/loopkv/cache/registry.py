@@ -8,6 +8,7 @@ from loopkv.cache.full import FullLoopCache
 from loopkv.cache.kv_quant import QuantCache
 from loopkv.cache.lla import LLACache
 from loopkv.cache.lla2d import LLA2DCache
+from loopkv.cache.melt import MeltCache
 from loopkv.cache.mla_head import MLAHeadCache
 from loopkv.errors import LoopKVError
 
@@ -19,6 +20,7 @@ METHODS: dict[str, type[LoopCache]] = {
     MLAHeadCache.name: MLAHeadCache,
     CLACache.name: CLACache,
     QuantCache.name: QuantCache,
+    MeltCache.name: MeltCache,
 }
 
 

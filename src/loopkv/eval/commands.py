@@ -26,12 +26,58 @@ def register(sub) -> None:
     p.add_argument("--budget", required=True, help="a budget label of methods.budgets, or 1x for full")
     p.add_argument("--teacher", required=True, help="teacher model directory")
     p.add_argument("--codec", help="distilled codec (.pt) for lla, lla2d, mla_head")
+    p.add_argument("--student", help="a trained MELT model directory (method melt): evaluated against --teacher")
     p.add_argument("--corpus", required=True, help="corpus directory (test.txt)")
     p.add_argument("--task", type=named_path, action="append", default=[], help="NAME=DIR with test.jsonl")
     p.add_argument("--out", required=True, help="metrics JSON")
     p.add_argument("--samples", help="per-sample JSON (generations, correctness)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (not part of the result)")
     p.set_defaults(func=_method_eval)
+
+
+    p = sub.add_parser("melt-memory", help="cache bytes and process memory against generated tokens, and bytes against T")
+    p.add_argument("--cfg", type=json_arg, required=True, help='{"melt": memory keys, "methods", "model"} slice')
+    p.add_argument("--teacher", required=True, help="teacher model directory")
+    p.add_argument("--student", required=True, help="the MELT model directory")
+    p.add_argument("--budget", required=True, help="MELT's budget label in methods.budgets (ratio T)")
+    p.add_argument("--codec", action="append", type=named_path, default=[],
+                   help="METHOD=codec.pt for each codec method compared")
+    p.add_argument("--out", required=True, help="memory JSON")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (not part of the result)")
+    p.set_defaults(func=_melt_memory)
+
+
+def _melt_memory(args) -> None:
+    import torch
+
+    from loopkv.cache.settings import CODEC_METHODS
+    from loopkv.errors import LoopKVError
+    from loopkv.eval.memory import bytes_over_loops, measure
+    from loopkv.models.loading import load_teacher
+    from loopkv.models.melt_model import load_melt
+
+    cfg, methods_cfg, dtype = args.cfg["melt"], args.cfg["methods"], args.cfg["model"]["dtype"]
+    torch.set_num_threads(args.threads)
+    codecs = dict(args.codec)
+    prov = Provenance(args.cfg, 0, {"teacher": args.teacher, "student": args.student,
+                                     **{f"codec:{k}": v for k, v in codecs.items()}})
+    missing = [m for m in cfg["memory_methods"] if m in CODEC_METHODS and m not in codecs]
+    if missing:
+        raise LoopKVError(f"codec methods {missing} need --codec METHOD=codec.pt")
+    teacher = load_teacher(args.teacher, dtype)
+    common = {"teacher": args.teacher, "student": args.student, "dtype": dtype, "methods_cfg": methods_cfg,
+              "lengths": cfg["memory_lengths"], "batch": cfg["memory_batch"], "prompt_len": 8,
+              "prompt_token": teacher.config.bos_token_id, "threads": args.threads}
+    jobs = [{**common, "method": "full", "budget": "1x"},
+            *({**common, "method": m, "budget": args.budget, "codec": codecs.get(m)} for m in cfg["memory_methods"])]
+    curves = measure(jobs)
+    student = load_melt(args.student, dtype)
+    loops = bytes_over_loops(teacher, student, [("full", "1x", methods_cfg)]
+                             + [(m, args.budget, methods_cfg) for m in cfg["memory_methods"]],
+                             cfg["memory_loops"], getattr(torch, methods_cfg["cache_dtype"]))
+    write_json(args.out, {"curves": curves, "bytes_over_loops": loops, "compute_dtype": dtype,
+                          "batch": cfg["memory_batch"], "prompt_tokens": common["prompt_len"],
+                          "cache_dtype": methods_cfg["cache_dtype"], "provenance": prov.block()})
 
 
 def _teacher_eval(args) -> None:
@@ -68,6 +114,7 @@ def _method_eval(args) -> None:
     from loopkv.eval.fidelity import teacher_fidelity
     from loopkv.eval.quality import evaluate_quality
     from loopkv.models.loading import load_teacher
+    from loopkv.models.melt_model import load_melt
     from loopkv.train.mixture import encode_text, heldout_windows
     from loopkv.utils.seeding import derive_seed, seed_everything
 
@@ -76,12 +123,19 @@ def _method_eval(args) -> None:
     seed_everything(derive_seed(args.seed, "method-eval", args.method, args.budget))
     task_dirs = dict(args.task)
     inputs = {"teacher": args.teacher, "corpus": args.corpus, **{f"task:{k}": v for k, v in task_dirs.items()}}
-    if args.codec:
-        inputs["codec"] = args.codec
+    for name in ("codec", "student"):
+        if getattr(args, name):
+            inputs[name] = getattr(args, name)
     prov = Provenance({**args.cfg, "method": args.method, "budget": args.budget}, args.seed, inputs)
     model = load_teacher(args.teacher, args.cfg["model"]["dtype"])
     tokenizer = load_tokenizer(args.teacher)
     setting = configured_setting(methods_cfg, args.method, args.budget, model.config)
+    # MELT is a model variant: its own weights, read through its own cache, scored against the teacher
+    student = model
+    if (args.method == "melt") != bool(args.student):
+        raise LoopKVError("--student (a MELT model) goes with --method melt, and melt needs it")
+    if args.student:
+        student = load_melt(args.student, args.cfg["model"]["dtype"])
     codec = None
     if args.method in CODEC_METHODS:
         if not args.codec:
@@ -91,7 +145,7 @@ def _method_eval(args) -> None:
             raise LoopKVError(f"codec {args.codec} was distilled for {saved['setting']}, not {setting}")
         codec = load_codec(setting, model.config, saved["codec_state"]).to(model.dtype)
     read_path = methods_cfg.get("read_path")   # only methods with read paths get one in their slice
-    factory = cache_factory(setting, model.config, codec, read_path=read_path)
+    factory = cache_factory(setting, student.config, codec, read_path=read_path)
     cache_dtype = getattr(torch, methods_cfg["cache_dtype"])
 
     windows = heldout_windows(encode_text(tokenizer, Path(args.corpus, "test.txt").read_text()),
@@ -105,8 +159,11 @@ def _method_eval(args) -> None:
                # ... and what the path evaluated here stores (full-memory lla: the teacher's bytes)
                "read_path_bytes_per_token": factory().bytes_per_token(cache_dtype),
                "teacher_bytes_per_token": make_cache("full", model.config).bytes_per_token(cache_dtype)}
-    metrics["fidelity"] = teacher_fidelity(model, windows, cfg["batch_size"], factory)
-    quality, samples = evaluate_quality(model, tokenizer, args.corpus, task_dirs, cfg, cfg["seq_len"],
+    if args.student:
+        metrics["melt"] = {k: getattr(student.config, k) for k in ("melt_gate", "melt_ema_decay",
+                                                                    "melt_train_chunk_size")}
+    metrics["fidelity"] = teacher_fidelity(model, windows, cfg["batch_size"], factory, student=student)
+    quality, samples = evaluate_quality(student, tokenizer, args.corpus, task_dirs, cfg, cfg["seq_len"],
                                         cache_factory=factory, heldout=False)
     metrics.update(quality)
     if args.samples:

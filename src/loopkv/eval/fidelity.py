@@ -12,13 +12,18 @@ from loopkv.train.objectives import distribution_match
 
 
 @torch.no_grad()
-def teacher_fidelity(model, windows: torch.Tensor, batch_size: int, cache_factory: CacheFactory) -> dict:
+def teacher_fidelity(model, windows: torch.Tensor, batch_size: int, cache_factory: CacheFactory,
+                     student=None) -> dict:
+    """`model` is the teacher; the method runs on `student` (a model variant such as MELT) or on
+    the teacher's own weights."""
+    student = model if student is None else student
     model.eval()
+    student.eval()
     kl, top1, nll = [], [], {"teacher": [], "method": []}
     for i in range(0, len(windows), batch_size):
         rows = windows[i:i + batch_size]
         teacher = model(rows, use_cache=False).logits
-        method = streamed_logits(model, rows, cache_factory(), prefill=1)
+        method = streamed_logits(student, rows, cache_factory(), prefill=1)
         match = distribution_match(teacher[:, 1:], method[:, 1:])
         kl.append(match["kl"].flatten())
         top1.append(match["top1"].flatten())

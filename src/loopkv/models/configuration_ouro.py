@@ -43,6 +43,14 @@ class OuroConfig(PreTrainedConfig):
     exit_threshold: float | None = None
     # Which KV method generate() builds when the caller passes no cache (see loopkv.cache).
     kv_method: str = "full"
+    # MELT (a model variant, loopkv.models.melt_gate): None = the plain LoopLM. Otherwise each
+    # layer's K/V come from a gated cross-loop state of this variant, read through the "melt" cache.
+    melt_gate: str | None = None
+    melt_ema_decay: float = 0.5
+    # MELT forwards run chunk-wise: parallel inside chunks of this many tokens, sequential across
+    # them (a token sees earlier chunks through their final rows); None = one chunk per forward.
+    melt_chunk_size: int | None = None
+    melt_train_chunk_size: int | None = None   # provenance: the chunk size the model was trained with
 
     def __post_init__(self, **kwargs):
         if self.num_key_value_heads is None:
@@ -57,5 +65,11 @@ class OuroConfig(PreTrainedConfig):
             )
         if self.head_dim % 2:
             raise ValueError(f"head_dim must be even for rotary embeddings, got {self.head_dim}")
+        if self.melt_gate is not None:
+            from loopkv.models.melt_gate import VARIANTS
+            if self.melt_gate not in VARIANTS:
+                raise ValueError(f"melt_gate must be one of {VARIANTS} or None, got {self.melt_gate!r}")
+        if self.melt_chunk_size is not None and self.melt_chunk_size < 1:
+            raise ValueError(f"melt_chunk_size must be >= 1 or None, got {self.melt_chunk_size}")
         if self.total_ut_steps < 1:
             raise ValueError(f"total_ut_steps must be >= 1, got {self.total_ut_steps}")

@@ -36,6 +36,11 @@ class MeltGate(nn.Module):
             width = hidden_size if variant == "full" else 1
             self.input_gate = nn.Linear(hidden_size, width, bias=True)     # W_z, b_z
             self.state_gate = nn.Linear(hidden_size, width, bias=False)    # U_z
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Zero gates: z = 1/2 everywhere at the start of training."""
+        if self.variant in ("full", "single"):
             nn.init.zeros_(self.input_gate.weight)
             nn.init.zeros_(self.input_gate.bias)
             nn.init.zeros_(self.state_gate.weight)

@@ -26,6 +26,7 @@ from transformers.modeling_outputs import ModelOutput
 
 from loopkv.cache import LoopCache, make_cache
 from loopkv.models.configuration_ouro import OuroConfig
+from loopkv.models.melt_gate import MeltGate
 from loopkv.models.rope import Rotary, apply_rope
 
 
@@ -79,15 +80,31 @@ class OuroAttention(nn.Module):
         self.k_proj = nn.Linear(config.hidden_size, self.num_kv_heads * self.head_dim, bias=bias)
         self.v_proj = nn.Linear(config.hidden_size, self.num_kv_heads * self.head_dim, bias=bias)
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, config.hidden_size, bias=bias)
+        # MELT: K/V are projected from a gated state carried across loops, not from x alone
+        self.melt_gate = (MeltGate(config.hidden_size, config.melt_gate, config.melt_ema_decay)
+                          if config.melt_gate is not None else None)
 
-    def forward(self, x, loop: int, positions, rope_tables, mask, cache: LoopCache):
+    def forward(self, x, loop: int, positions, rope_tables, mask, cache: LoopCache, loop_states: dict):
+        """loop_states: per-forward scratch shared by the T loops (MELT's state per layer)."""
         b, n, _ = x.shape
         q = self.q_proj(x).view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
+        q = apply_rope(q, *rope_tables)
+        if self.melt_gate is None:
+            out = cache.attend(loop, self.layer_idx, positions, q, *self._kv(x), mask)
+        else:
+            if not hasattr(cache, "attend_melt"):
+                raise TypeError(f"a MELT model reads K/V through the melt cache, not {type(cache).__name__}")
+            state = self.melt_gate(loop, x, loop_states.get(self.layer_idx))
+            loop_states[self.layer_idx] = state
+            base = self._kv(x) if cache.needs_base else None
+            out = cache.attend_melt(loop, self.layer_idx, positions, q, self._kv(state), base, mask)
+        return self.o_proj(out.transpose(1, 2).reshape(b, n, self.num_heads * self.head_dim))
+
+    def _kv(self, x):
+        b, n, _ = x.shape
         k = self.k_proj(x).view(b, n, self.num_kv_heads, self.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(b, n, self.num_kv_heads, self.head_dim).transpose(1, 2)
-        q = apply_rope(q, *rope_tables)
-        out = cache.attend(loop, self.layer_idx, positions, q, k, v, mask)
-        return self.o_proj(out.transpose(1, 2).reshape(b, n, self.num_heads * self.head_dim))
+        return k, v
 
 
 class OuroDecoderLayer(nn.Module):
@@ -101,8 +118,8 @@ class OuroDecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(config.hidden_size, eps)
         self.post_attention_layernorm_2 = SublayerOutputNorm(config.hidden_size, eps)
 
-    def forward(self, x, loop, positions, rope_tables, mask, cache):
-        attn = self.self_attn(self.input_layernorm(x), loop, positions, rope_tables, mask, cache)
+    def forward(self, x, loop, positions, rope_tables, mask, cache, loop_states):
+        attn = self.self_attn(self.input_layernorm(x), loop, positions, rope_tables, mask, cache, loop_states)
         x = x + self.input_layernorm_2(attn)
         return x + self.post_attention_layernorm_2(self.mlp(self.post_attention_layernorm(x)))
 
@@ -169,14 +186,31 @@ class OuroModel(OuroPreTrainedModel):
         n = h.shape[1]
         if position_ids is None:
             position_ids = _positions(attention_mask, past, n, h.device, h.shape[0])
+        chunk = self.config.melt_chunk_size if self.config.melt_gate is not None else None
+        if chunk is None or n <= chunk:
+            return self._forward_chunk(h, attention_mask, position_ids, cache, past)
+        # MELT chunk-wise: a chunk's tokens finish all T loops before the next chunk reads their rows
+        pieces = []
+        for start in range(0, n, chunk):
+            end = min(start + chunk, n)
+            sub_mask = None if attention_mask is None else attention_mask[:, :past + end]
+            pieces.append(self._forward_chunk(h[:, start:end], sub_mask, position_ids[:, start:end],
+                                              cache, past + start))
+        return OuroModelOutput(
+            last_hidden_state=torch.cat([p.last_hidden_state for p in pieces], dim=1),
+            loop_hidden_states=tuple(torch.cat(s, dim=1) for s in zip(*(p.loop_hidden_states for p in pieces))),
+            gate_logits=torch.cat([p.gate_logits for p in pieces], dim=1), cache=cache,
+        )
+
+    def _forward_chunk(self, h, attention_mask, position_ids, cache, past) -> OuroModelOutput:
+        n = h.shape[1]
         mask = _attention_mask(attention_mask, past, n, h.device, h.shape[0])
         rope_tables = self.rotary.cos_sin(position_ids, h.dtype)
-
-        states, gates = [], []
+        states, gates, loop_states = [], [], {}
         cache.begin_forward(position_ids)
         for loop in range(self.config.total_ut_steps):
             for layer in self.layers:
-                h = layer(h, loop, position_ids, rope_tables, mask, cache)
+                h = layer(h, loop, position_ids, rope_tables, mask, cache, loop_states)
             h = self.norm(h)
             states.append(h)
             gates.append(self.early_exit_gate(h))

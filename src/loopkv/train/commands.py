@@ -37,6 +37,21 @@ def register(sub) -> None:
     p.set_defaults(func=_distill)
 
 
+    p = sub.add_parser("melt-train", help="one MELT training stage from the frozen teacher (DeepSpeed, resumable)")
+    p.add_argument("--cfg", type=json_arg, required=True,
+                   help='{"melt": a stage slice (melt_recipes.stage_cfg), "model": ...}')
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--teacher", required=True, help="teacher model directory")
+    p.add_argument("--init", help="stage 2: the stage-1 MELT model directory")
+    p.add_argument("--corpus", required=True, help="corpus directory (train.txt, val.txt)")
+    p.add_argument("--task", type=named_path, action="append", default=[], help="NAME=DIR with train.jsonl")
+    p.add_argument("--out", required=True, help="MELT model directory to write (best held-out state)")
+    p.add_argument("--checkpoints", required=True, help="directory for resumable DeepSpeed checkpoints")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (not part of the result)")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=_melt_train)
+
+
 def _pretrain(args) -> None:
     from loopkv.train.pretrain import pretrain
 
@@ -95,3 +110,54 @@ def _distill(args) -> None:
         torch.save({"setting": setting, "codec_state": result["codec_state"], "best": result["best"]}, tmp)
     write_json(args.curve, {"setting": setting, "best": result["best"], "curve": result["curve"],
                             "provenance": prov.block()})
+
+
+def _training_rows(tokenizer, corpus: str, task_dirs: dict, cfg: dict, seed: int, section: str):
+    """(batches(step), validation windows) from the corpus and the tasks' training examples."""
+    from loopkv.train.mixture import Mixture, encode_text, heldout_windows, load_task_examples
+    from loopkv.utils.seeding import derive_seed
+
+    corpus_ids = encode_text(tokenizer, Path(corpus, "train.txt").read_text())
+    mixture = Mixture(corpus_ids, load_task_examples(tokenizer, task_dirs), cfg["mixture"], cfg["seq_len"],
+                      tokenizer.eos_token_id, derive_seed(seed, f"{section}-data"), section=section)
+    val = heldout_windows(encode_text(tokenizer, Path(corpus, "val.txt").read_text()), cfg["seq_len"],
+                          cfg["eval_samples"])[:, :cfg["seq_len"]]
+    return (lambda step: mixture.batch(step, cfg["batch_size"])), val
+
+
+def _melt_train(args) -> None:
+    import torch
+
+    from loopkv.data.tokenizer import load_tokenizer
+    from loopkv.errors import LoopKVError
+    from loopkv.models.loading import load_teacher
+    from loopkv.models.melt_model import load_melt, melt_from_teacher, save_melt
+    from loopkv.train.melt import train_melt_stage
+    from loopkv.utils.seeding import derive_seed, seed_everything
+
+    cfg, dtype = args.cfg["melt"], args.cfg["model"]["dtype"]
+    stage = cfg["stage"]
+    if (stage == 2) != bool(args.init):
+        raise LoopKVError("stage 2 starts from a stage-1 model (--init); stage 1 from the teacher alone")
+    torch.set_num_threads(args.threads)
+    seed_everything(derive_seed(args.seed, "melt", f"stage{stage}"))
+    task_dirs = dict(args.task)
+    inputs = {"teacher": args.teacher, "corpus": args.corpus, **{f"task:{k}": v for k, v in task_dirs.items()}}
+    if args.init:
+        inputs["init"] = args.init
+    prov = Provenance(args.cfg, args.seed, inputs)
+    teacher = load_teacher(args.teacher, dtype)
+    tokenizer = load_tokenizer(args.teacher)
+    if stage == 1:
+        student = melt_from_teacher(teacher, cfg["gate"], cfg.get("ema_decay", 0.5), cfg["chunk_size"])
+    else:
+        student = load_melt(args.init, dtype, train_chunk_size=cfg["chunk_size"]).train().requires_grad_(True)
+    batches, val = _training_rows(tokenizer, args.corpus, task_dirs, cfg, args.seed, "melt")
+    checkpoints = Path(args.checkpoints) / prov.key()   # never resume a run of another config
+    result = train_melt_stage({**cfg, "dtype": dtype}, teacher, student, stage, batches, val, checkpoints,
+                              progress=not args.no_progress)
+    student.load_state_dict(result["state"])
+    with atomic_path(args.out) as tmp:
+        save_melt(student, tmp, tokenizer)
+        write_json(tmp / "train_curve.json", {"stage": stage, "best": result["best"], "curve": result["curve"],
+                                              "provenance": prov.block()})

@@ -18,20 +18,15 @@ is the SVD-only codec) and the best-KL codec is what the stage returns.
 """
 from __future__ import annotations
 
-import copy
-import math
-import time
-
 import torch
 import torch.nn.functional as F
-from tqdm import tqdm
 
 from loopkv.cache.base import LoopCache
 from loopkv.cache.full import FullLoopCache
 from loopkv.cache.teacher_forced import teacher_forced_forward
 from loopkv.train.engine import Engine
 from loopkv.train.objectives import distribution_match
-from loopkv.train.schedule import warmup_cosine
+from loopkv.train.stage_loop import train_stage
 
 
 class CodecDistiller(torch.nn.Module):
@@ -76,40 +71,6 @@ def distill_codec(cfg: dict, teacher, view: LoopCache, batches, val_windows: tor
     Returns {"codec_state" (best held-out KL), "best", "curve"}."""
     engine = Engine(CodecDistiller(teacher, view, cfg["lambda_attn"]), cfg)
     distiller = engine.module
-    state = engine.load(checkpoint_dir)
-    if state is not None:
-        start, curve, best = state["step"], state["curve"], state["best"]
-        torch.set_rng_state(state["torch_rng"])
-    else:
-        start, curve = 0, {"train": [], "heldout": []}
-        first = {"step": 0, **heldout_match(distiller, val_windows, cfg["batch_size"])}
-        curve["heldout"].append(first)
-        best = {**first, "codec_state": copy.deepcopy(distiller.codec.state_dict())}
-
-    steps, seq_len = cfg["steps"], cfg["seq_len"]
-    bar = tqdm(range(start, steps), initial=start, total=steps, desc="distill", disable=not progress)
-    for step in bar:
-        t0 = time.perf_counter()
-        lr = cfg["lr"] * warmup_cosine(step, steps, cfg["warmup_steps"], cfg["min_lr_ratio"])
-        rows = batches(step)[engine.rank::engine.world_size, :seq_len]
-        terms = engine(rows)
-        loss = float(terms["loss"].detach())
-        if not math.isfinite(loss):  # stop before a NaN reaches the codec or a checkpoint
-            raise FloatingPointError(f"distillation loss is {loss} at step {step}")
-        grad_norm = engine.step(terms["loss"], lr)
-        curve["train"].append({"step": step + 1, "loss": loss, "kl": float(terms["kl"]),
-                               "attn": float(terms["attn"]), "top1": float(terms["top1"]), "lr": lr,
-                               "grad_norm": grad_norm, "seconds": time.perf_counter() - t0})
-        bar.set_postfix(kl=f"{float(terms['kl']):.4f}", attn=f"{float(terms['attn']):.4f}")
-        done = step + 1
-        if done % cfg["eval_every"] == 0 or done == steps:
-            point = {"step": done, **heldout_match(distiller, val_windows, cfg["batch_size"])}
-            curve["heldout"].append(point)
-            if point["kl"] < best["kl"]:
-                best = {**point, "codec_state": copy.deepcopy(distiller.codec.state_dict())}
-        if done % cfg["checkpoint_every"] == 0 or done == steps:
-            engine.save(checkpoint_dir, done, {"step": done, "curve": curve, "best": best,
-                                               "torch_rng": torch.get_rng_state()})
-    bar.close()
-    codec_state = best.pop("codec_state")
-    return {"codec_state": codec_state, "best": best, "curve": curve}
+    result = train_stage(engine, cfg, batches, lambda: heldout_match(distiller, val_windows, cfg["batch_size"]),
+                         lambda: distiller.codec.state_dict(), checkpoint_dir, progress, desc="distill")
+    return {"codec_state": result["state"], "best": result["best"], "curve": result["curve"]}

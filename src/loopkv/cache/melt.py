@@ -1,0 +1,99 @@
+"""`melt`: MELT's constant-size cache (MELT paper, Section 3). Each token owns ONE K/V row per layer,
+projected from its gated cross-loop state (models/melt_gate.py): the row is written at loop 0 and
+overwritten in place at every later loop, never appended, so the cache does not grow with T.
+A token reads earlier forwards' tokens through their final rows and the tokens of its own forward
+(chunk) through their rows at the current loop.
+
+Bytes per token = 2 * D * H_kv * d_head * bytes(dtype), whatever T is.
+
+Stage-1 training interpolates towards the LoopLM (KV = alpha * KV_MELT + (1 - alpha) * KV_base):
+with alpha < 1 the cache also keeps the teacher's per-loop K/V (projected from each loop's own
+input) and every read mixes the two, so alpha = 0 is exactly the LoopLM and alpha = 1 exactly MELT.
+Only a MELT model (config.melt_gate set) reads through this cache, via `attend_melt`.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from loopkv.cache.base import LoopCache, concat
+from loopkv.cache.full import FullLoopCache
+
+
+class MeltCache(LoopCache):
+    name = "melt"
+
+    def __init__(self, config, alpha: float = 1.0, record_outputs: bool = False):
+        super().__init__(config)
+        if not 0.0 <= alpha <= 1.0:
+            raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+        self.alpha = alpha
+        self.keys: list[torch.Tensor | None] = [None] * self.num_layers   # post-RoPE, one row per token
+        self.values: list[torch.Tensor | None] = [None] * self.num_layers
+        self.base = FullLoopCache(config) if alpha < 1.0 else None
+        # attention outputs per (loop, layer), chunks concatenated along tokens (stage-2 alignment)
+        self.outputs: dict[tuple[int, int], torch.Tensor] | None = {} if record_outputs else None
+
+    def begin_forward(self, positions):
+        super().begin_forward(positions)
+        if self.base is not None:
+            self.base.begin_forward(positions)
+
+    def end_forward(self):
+        super().end_forward()
+        if self.base is not None:
+            self.base.end_forward()
+
+    def attend(self, loop, layer, positions, q, k, v, mask):
+        raise TypeError("the melt cache serves MELT models only (config.melt_gate set); "
+                        "their attention calls attend_melt")
+
+    def attend_melt(self, loop, layer, positions, q, kv_melt, kv_base, mask):
+        """kv_melt: the new tokens' (k, v) projected from their MELT state; kv_base: projected from
+        the loop's own input (needed only while alpha < 1, else None). Returns (B, H, L, d_head)."""
+        keys, values = self.update(loop, layer, positions, *kv_melt)
+        if self.base is not None:
+            if kv_base is None:
+                raise ValueError("alpha < 1 needs the base K/V of the new tokens")
+            base_keys, base_values = self.base.update(loop, layer, positions, *kv_base)
+            keys = self.alpha * keys + (1 - self.alpha) * base_keys
+            values = self.alpha * values + (1 - self.alpha) * base_values
+        out = F.scaled_dot_product_attention(
+            q, keys.to(q.dtype), values.to(q.dtype), attn_mask=mask, is_causal=mask is None,
+            enable_gqa=q.shape[1] != keys.shape[1])
+        if self.outputs is not None:
+            self.outputs[loop, layer] = concat(self.outputs.get((loop, layer)), out)
+        return out
+
+    @property
+    def needs_base(self) -> bool:
+        return self.base is not None
+
+    def update(self, loop, layer, positions, k, v):
+        new_k = self.rope(positions, k)
+        n = k.shape[2]
+        if loop == 0:   # the new tokens' rows come into existence
+            self.keys[layer] = concat(self.keys[layer], new_k)
+            self.values[layer] = concat(self.values[layer], v)
+        elif torch.is_grad_enabled() and (new_k.requires_grad or self.keys[layer].requires_grad):
+            # training: the same overwrite, out of place, so gradients reach every loop's state
+            self.keys[layer] = torch.cat([self.keys[layer][:, :, :-n], new_k], dim=2)
+            self.values[layer] = torch.cat([self.values[layer][:, :, :-n], v], dim=2)
+        else:
+            self.keys[layer][:, :, -n:] = new_k
+            self.values[layer][:, :, -n:] = v
+        return self.keys[layer], self.values[layer]
+
+    def bytes_per_token(self, dtype):
+        element = torch.tensor([], dtype=dtype).element_size()
+        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * element
+
+    def cached_tensors(self):
+        own = [t for t in self.keys + self.values if t is not None]
+        return own + (self.base.cached_tensors() if self.base is not None else [])
+
+    def reorder_cache(self, beam_idx):
+        self.keys = [t.index_select(0, beam_idx) if t is not None else None for t in self.keys]
+        self.values = [t.index_select(0, beam_idx) if t is not None else None for t in self.values]
+        if self.base is not None:
+            self.base.reorder_cache(beam_idx)

@@ -1,0 +1,108 @@
+"""Memory against generation length (MELT's 32k comparison, scaled down) and cache bytes against T.
+
+Each method decodes in a fresh process (process memory is a high-water mark), greedy, one token at
+a time through its own cache, and at each checkpoint length records the bytes its cache holds
+(allocated tensors, in the compute dtype), the same count at the configured cache dtype from the
+method's formula, and the process's resident and peak resident memory (VmRSS / VmHWM).
+"""
+from __future__ import annotations
+
+import copy
+import multiprocessing
+import time
+
+import torch
+
+
+def process_memory() -> dict:
+    """Resident and peak resident bytes of this process (Linux /proc)."""
+    fields = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                name, value, _unit = line.split()
+                fields[name[:-1]] = int(value) * 1024
+    return {"rss_bytes": fields["VmRSS"], "peak_rss_bytes": fields["VmHWM"]}
+
+
+@torch.no_grad()
+def decode_memory_curve(model, cache, prompt: torch.Tensor, lengths: list[int], cache_dtype: torch.dtype) -> list[dict]:
+    """Greedy decode past every length in `lengths` (generated tokens); one record per length."""
+    model.eval()
+    logits = model(prompt, cache=cache).logits[:, -1]
+    points, generated, start = [], 0, time.perf_counter()
+    for target in sorted(lengths):
+        while generated < target:
+            logits = model(logits.argmax(-1, keepdim=True), cache=cache).logits[:, -1]
+            generated += 1
+        tokens = cache.get_seq_length() * prompt.shape[0]
+        points.append({"generated": generated, "cached_tokens": tokens,
+                       "cache_allocated_bytes": cache.allocated_bytes(),
+                       "cache_bytes_at_cache_dtype": cache.bytes_per_token(cache_dtype) * tokens,
+                       "seconds": time.perf_counter() - start, **process_memory()})
+    return points
+
+
+def _probe(job: dict) -> dict:
+    """One method's curve, in the child process that `measure` starts."""
+    from loopkv.cache.settings import cache_factory, configured_setting, load_codec
+    from loopkv.models.loading import load_teacher
+    from loopkv.models.melt_model import load_melt
+
+    torch.set_num_threads(job["threads"])
+    before = process_memory()
+    teacher = load_teacher(job["teacher"], job["dtype"])
+    model = load_melt(job["student"], job["dtype"]) if job["method"] == "melt" else teacher
+    setting = configured_setting(job["methods_cfg"], job["method"], job["budget"], teacher.config)
+    codec = None
+    if job.get("codec"):
+        saved = torch.load(job["codec"], map_location="cpu", weights_only=False)
+        codec = load_codec(setting, teacher.config, saved["codec_state"]).to(teacher.dtype)
+    cache = cache_factory(setting, model.config, codec, read_path="latent")()   # the capacity path
+    loaded = process_memory()
+    prompt = torch.full((job["batch"], job["prompt_len"]), job["prompt_token"], dtype=torch.long)
+    cache_dtype = getattr(torch, job["methods_cfg"]["cache_dtype"])
+    points = decode_memory_curve(model, cache, prompt, job["lengths"], cache_dtype)
+    return {"method": job["method"], "budget": job["budget"], "setting": setting,
+            "bytes_per_token": cache.bytes_per_token(cache_dtype), "process_at_start": before,
+            "process_after_load": loaded, "points": points}
+
+
+def measure(jobs: list[dict]) -> list[dict]:
+    """Run each job in its own spawned process, one after another (so they do not share a peak)."""
+    context = multiprocessing.get_context("spawn")
+    results = []
+    for job in jobs:
+        with context.Pool(1) as pool:
+            results.append(pool.apply(_probe, (job,)))
+    return results
+
+
+def bytes_over_loops(teacher, student, methods: list[tuple[str, str, dict]], loops: list[int],
+                     cache_dtype: torch.dtype, tokens: int = 8) -> list[dict]:
+    """Bytes per token at each T, from the formula and from the tensors a forward of `tokens`
+    tokens allocates. methods: (name, budget label, methods config); the same weights run any T
+    (codec methods get a fresh codec of their setting at that T: bytes only, no quality)."""
+    from loopkv.cache import make_cache
+    from loopkv.cache.settings import CODEC_METHODS, cache_factory, configured_setting, new_codec
+
+    rows = []
+    ids = torch.randint(3, teacher.config.vocab_size, (1, tokens), generator=torch.Generator().manual_seed(0))
+    for T in loops:
+        for name, budget, methods_cfg in methods:
+            model = copy.deepcopy(student if name == "melt" else teacher)
+            model.config.total_ut_steps = T
+            if name in ("full", "melt"):   # their budgets follow from T: 1x and T x
+                setting = {"method": name, "kwargs": {}, "ratio": 1.0 if name == "full" else float(T)}
+                cache = make_cache(name, model.config)
+            else:
+                setting = configured_setting(methods_cfg, name, budget, model.config)
+                codec = new_codec(setting, model.config).to(model.dtype) if name in CODEC_METHODS else None
+                cache = cache_factory(setting, model.config, codec, read_path="latent")()
+            with torch.no_grad():
+                model(ids, cache=cache)
+            rows.append({"loops": T, "method": name, "budget": budget if name != "full" else "1x",
+                         "setting": setting, "bytes_per_token": cache.bytes_per_token(cache_dtype),
+                         "formula_bytes_per_token_compute_dtype": cache.bytes_per_token(model.dtype),
+                         "allocated_bytes_per_token": cache.allocated_bytes() / tokens})
+    return rows

@@ -1,0 +1,66 @@
+"""The step loop every post-training stage shares (codec distillation, MELT stage 1 and 2).
+
+Batches, the learning rate and any per-step knob (MELT's alpha) are functions of the step, so a
+run resumed from a DeepSpeed checkpoint computes the same updates as an uninterrupted one. A
+held-out measurement every `eval_every` steps (step 0 = the initialisation) picks the best state by
+its "kl"; that state, not the last one, is what the stage returns.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import time
+from typing import Callable
+
+import torch
+from tqdm import tqdm
+
+from loopkv.train.engine import Engine
+from loopkv.train.schedule import warmup_cosine
+
+
+def train_stage(engine: Engine, cfg: dict, batches: Callable[[int], torch.Tensor], heldout: Callable[[], dict],
+                trained_state: Callable[[], dict], checkpoint_dir, progress: bool = True, desc: str = "train",
+                before_step: Callable[[int], dict] | None = None) -> dict:
+    """cfg: steps, seq_len, lr, warmup_steps, min_lr_ratio, eval_every, checkpoint_every.
+    batches(step) -> (batch_size, >= seq_len) rows; heldout() -> {"kl", ...} of the current state;
+    trained_state() -> the state dict worth keeping; before_step(step) sets per-step knobs and
+    returns them for the curve. Returns {"state" (best held-out kl), "best", "curve"}."""
+    state = engine.load(checkpoint_dir)
+    if state is not None:
+        start, curve, best = state["step"], state["curve"], state["best"]
+        torch.set_rng_state(state["torch_rng"])
+    else:
+        start, curve = 0, {"train": [], "heldout": []}
+        first = {"step": 0, **heldout()}
+        curve["heldout"].append(first)
+        best = {**first, "state": copy.deepcopy(trained_state())}
+
+    steps, seq_len = cfg["steps"], cfg["seq_len"]
+    bar = tqdm(range(start, steps), initial=start, total=steps, desc=desc, disable=not progress)
+    for step in bar:
+        t0 = time.perf_counter()
+        knobs = before_step(step) if before_step is not None else {}
+        lr = cfg["lr"] * warmup_cosine(step, steps, cfg["warmup_steps"], cfg["min_lr_ratio"])
+        rows = batches(step)[engine.rank::engine.world_size, :seq_len]
+        terms = engine(rows)
+        loss = float(terms["loss"].detach())
+        if not math.isfinite(loss):  # stop before a NaN reaches the weights or a checkpoint
+            raise FloatingPointError(f"{desc} loss is {loss} at step {step}")
+        grad_norm = engine.step(terms["loss"], lr)
+        logged = {k: float(v) for k, v in terms.items() if k != "loss"}
+        curve["train"].append({"step": step + 1, "loss": loss, **logged, **knobs, "lr": lr,
+                               "grad_norm": grad_norm, "seconds": time.perf_counter() - t0})
+        bar.set_postfix({k: f"{v:.4f}" for k, v in logged.items()})
+        done = step + 1
+        if done % cfg["eval_every"] == 0 or done == steps:
+            point = {"step": done, **heldout()}
+            curve["heldout"].append(point)
+            if point["kl"] < best["kl"]:
+                best = {**point, "state": copy.deepcopy(trained_state())}
+        if done % cfg["checkpoint_every"] == 0 or done == steps:
+            engine.save(checkpoint_dir, done, {"step": done, "curve": curve, "best": best,
+                                               "torch_rng": torch.get_rng_state()})
+    bar.close()
+    best = dict(best)
+    return {"state": best.pop("state"), "best": best, "curve": curve}

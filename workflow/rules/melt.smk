@@ -1,0 +1,196 @@
+# MELT: two training stages per recipe (the full recipe and its ablations), the streamed evaluation
+# of every recipe at MELT's budget, and the memory measurement. Stage jobs are keyed by the recipe
+# that owns them: recipes with equal stage settings share one job (e.g. no_stage2 = full's stage 1).
+
+
+wildcard_constraints:
+    recipe="[A-Za-z0-9_]+",
+
+
+rule melt_stage1:
+    input:
+        teacher=f"{teacher_dir()}/config.json",
+        corpus=R("data/corpus/manifest.json"),
+        tasks=expand(R("data/tasks/{task}/manifest.json"), task=MELT_TASKS),
+    output:
+        R("melt/{recipe}/stage1/model/model.safetensors"),
+        R("melt/{recipe}/stage1/model/config.json"),
+        curve=R("melt/{recipe}/stage1/model/train_curve.json"),
+    params:
+        cfg=lambda w: melt_stage_cfg(w.recipe, 1),
+        seed=config["seed"],
+        teacher=parent("teacher"),
+        corpus=parent("corpus"),
+        tasks=task_args({t: R(f"data/tasks/{t}") for t in MELT_TASKS}),
+        out=parent("curve"),
+        checkpoints=lambda w: R(f"melt/{w.recipe}/stage1/checkpoints"),
+    threads: config["melt"]["threads"]
+    resources:
+        runtime=240,
+        mem_mb=8000,
+    log:
+        f"{LOGS}/melt/{{recipe}}_stage1.log",
+    conda:
+        "../../envs/loopkv.yaml"
+    shell:
+        "loopkv melt-train --cfg {params.cfg:q} --seed {params.seed} --teacher {params.teacher}"
+        " --corpus {params.corpus} {params.tasks} --out {params.out} --checkpoints {params.checkpoints}"
+        " --threads {threads} --no-progress > {log} 2>&1"
+
+
+rule melt_stage2:
+    input:
+        init=lambda w: f"{melt_stage_dir(w.recipe, 1)}/config.json",
+        teacher=f"{teacher_dir()}/config.json",
+        corpus=R("data/corpus/manifest.json"),
+        tasks=expand(R("data/tasks/{task}/manifest.json"), task=MELT_TASKS),
+    output:
+        R("melt/{recipe}/stage2/model/model.safetensors"),
+        R("melt/{recipe}/stage2/model/config.json"),
+        curve=R("melt/{recipe}/stage2/model/train_curve.json"),
+    params:
+        cfg=lambda w: melt_stage_cfg(w.recipe, 2),
+        seed=config["seed"],
+        init=parent("init"),
+        teacher=parent("teacher"),
+        corpus=parent("corpus"),
+        tasks=task_args({t: R(f"data/tasks/{t}") for t in MELT_TASKS}),
+        out=parent("curve"),
+        checkpoints=lambda w: R(f"melt/{w.recipe}/stage2/checkpoints"),
+    threads: config["melt"]["threads"]
+    resources:
+        runtime=240,
+        mem_mb=8000,
+    log:
+        f"{LOGS}/melt/{{recipe}}_stage2.log",
+    conda:
+        "../../envs/loopkv.yaml"
+    shell:
+        "loopkv melt-train --cfg {params.cfg:q} --seed {params.seed} --teacher {params.teacher}"
+        " --init {params.init} --corpus {params.corpus} {params.tasks} --out {params.out}"
+        " --checkpoints {params.checkpoints} --threads {threads} --no-progress > {log} 2>&1"
+
+
+rule melt_eval:
+    input:
+        student=lambda w: f"{melt_model_dir(w.recipe)}/config.json",
+        teacher=f"{teacher_dir()}/config.json",
+        corpus=R("data/corpus/manifest.json"),
+        tasks=expand(R("data/tasks/{task}/test.jsonl"), task=TASKS),
+    output:
+        metrics=R("melt/{recipe}/quality.json"),
+        samples=R("melt/{recipe}/quality_samples.json"),
+    params:
+        cfg=lambda w: melt_eval_cfg(),
+        budget=MELT_BUDGET,
+        seed=config["seed"],
+        student=parent("student"),
+        teacher=parent("teacher"),
+        corpus=parent("corpus"),
+        tasks=task_args({t: R(f"data/tasks/{t}") for t in TASKS}),
+    threads: config["method_eval"]["threads"]
+    resources:
+        runtime=60,
+        mem_mb=4000,
+    log:
+        f"{LOGS}/melt/{{recipe}}_eval.log",
+    conda:
+        "../../envs/loopkv.yaml"
+    shell:
+        "loopkv method-eval --cfg {params.cfg:q} --seed {params.seed} --method melt --budget {params.budget}"
+        " --teacher {params.teacher} --student {params.student} --corpus {params.corpus} {params.tasks}"
+        " --out {output.metrics} --samples {output.samples} --threads {threads} > {log} 2>&1"
+
+
+rule melt_table:
+    input:
+        cells=lambda w: [R(f"melt/{n}/quality.json") for n in melt_table_recipes(w.which)],
+        curves=lambda w: [f"{melt_model_dir(n)}/train_curve.json" for n in melt_table_recipes(w.which)],
+    output:
+        pdf=f"{REPORTS}/melt_table{{which}}.pdf",
+        csv=f"{REPORTS}/melt_table{{which}}.csv",
+        tex=f"{REPORTS}/melt_table{{which}}.tex",
+    wildcard_constraints:
+        which="3|4",
+    params:
+        recipes=lambda w: json.dumps(melt_table_recipes(w.which)),
+        cells=lambda w: " ".join(f"--cell {n}={R(f'melt/{n}/quality.json')}" for n in melt_table_recipes(w.which)),
+        curves=lambda w: " ".join(f"--curve {n}={melt_model_dir(n)}/train_curve.json" for n in melt_table_recipes(w.which)),
+        train_max=max(config["data"]["tasks"]["passkey"]["train_lengths"]),
+    log:
+        f"{LOGS}/report/melt_table{{which}}.log",
+    conda:
+        "../../envs/loopkv.yaml"
+    shell:
+        "loopkv melt-table --which {wildcards.which} --recipes {params.recipes:q} {params.cells} {params.curves}"
+        " --passkey-train-max {params.train_max} --pdf {output.pdf} --csv {output.csv} --tex {output.tex}"
+        " > {log} 2>&1"
+
+
+rule melt_vs_lla:
+    input:
+        teacher=R("methods/full/1x/quality.json"),
+        melt=R("melt/full/quality.json"),
+        cells=[R(f"methods/{m}/{MELT_BUDGET}/quality.json") for m in config["melt"]["compare_methods"]],
+    output:
+        pdf=f"{REPORTS}/melt_vs_lla.pdf",
+        csv=f"{REPORTS}/melt_vs_lla.csv",
+        tex=f"{REPORTS}/melt_vs_lla.tex",
+    params:
+        train_max=max(config["data"]["tasks"]["passkey"]["train_lengths"]),
+    log:
+        f"{LOGS}/report/melt_vs_lla.log",
+    conda:
+        "../../envs/loopkv.yaml"
+    shell:
+        "loopkv melt-vs-lla --teacher-cell {input.teacher} --melt-cell {input.melt} --cells {input.cells}"
+        " --passkey-train-max {params.train_max} --pdf {output.pdf} --csv {output.csv} --tex {output.tex}"
+        " > {log} 2>&1"
+
+
+rule melt_memory:
+    input:
+        teacher=f"{teacher_dir()}/config.json",
+        student=f"{melt_model_dir('full')}/config.json",
+        codecs=[R(f"distill/{m}/{MELT_BUDGET}/codec.pt") for m in MEMORY_CODECS],
+    output:
+        R("melt/memory.json"),
+    params:
+        cfg=lambda w: json.dumps({
+            "melt": {k: config["melt"][k] for k in ("memory_lengths", "memory_batch", "memory_loops", "memory_methods")},
+            "methods": {k: config["methods"][k] for k in ("cache_dtype", "k_share")}
+            | {"budgets": {MELT_BUDGET: config["methods"]["budgets"][MELT_BUDGET]}},
+            "model": {"dtype": config["model"]["dtype"]}}, sort_keys=True),
+        teacher=parent("teacher"),
+        student=parent("student"),
+        budget=MELT_BUDGET,
+        codecs=" ".join(f"--codec {m}={R(f'distill/{m}/{MELT_BUDGET}/codec.pt')}" for m in MEMORY_CODECS),
+    threads: config["melt"]["threads"]
+    resources:
+        runtime=60,
+        mem_mb=8000,
+    log:
+        f"{LOGS}/melt/memory.log",
+    conda:
+        "../../envs/loopkv.yaml"
+    shell:
+        "loopkv melt-memory --cfg {params.cfg:q} --teacher {params.teacher} --student {params.student}"
+        " --budget {params.budget} {params.codecs} --out {output} --threads {threads} > {log} 2>&1"
+
+
+rule fig_memory:
+    input:
+        R("melt/memory.json"),
+    output:
+        pdf=f"{REPORTS}/fig_memory_vs_length.pdf",
+        png=f"{REPORTS}/fig_memory_vs_length.png",
+        json=f"{REPORTS}/fig_memory_vs_length.json",
+    params:
+        dpi=config["report"]["dpi"],
+    log:
+        f"{LOGS}/report/fig_memory.log",
+    conda:
+        "../../envs/loopkv.yaml"
+    shell:
+        "loopkv fig-memory --memory {input} --pdf {output.pdf} --png {output.png} --json {output.json}"
+        " --dpi {params.dpi} > {log} 2>&1"
