@@ -38,5 +38,7 @@ def test_unreachable_settings_are_none():
     assert setting_at_ratio("kv_quant", TINY, 4, cache_bits=32) == {"kwargs": {"bits": 8}, "ratio": 4.0}
     assert setting_at_ratio("kv_quant", TINY, 16 / 3, cache_bits=32) is None   # 6 bits: no such quantiser
     assert setting_at_ratio("final_loop", TINY, 16 / 3) is None
+    assert setting_at_ratio("melt", TINY, 16 / 3) is None                       # one row per layer: T x only
+    assert setting_at_ratio("melt", TINY, TINY.loops) == {"kwargs": {}, "ratio": float(TINY.loops)}
     with pytest.raises(ValueError, match="no budget rule"):
-        setting_at_ratio("melt", TINY, 4)
+        setting_at_ratio("h2o", TINY, 4)

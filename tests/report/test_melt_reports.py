@@ -53,7 +53,7 @@ def curve(method, per_token, budget="4x"):
 def test_memory_summary_and_figure(tmp_path):
     memory = {"curves": [curve("full", 64, "1x"), curve("melt", 16), curve("lla", 16)], "batch": 1,
               "cache_dtype": "bfloat16",
-              "bytes_over_loops": [{"loops": t, "method": m, "bytes_per_token": b}
+              "bytes_over_loops": [{"loops": t, "method": m, "bytes_per_token": b, "budget": "4x"}
                                    for t in (2, 4) for m, b in (("full", 32 * t), ("melt", 16), ("lla", 8 * t))]}
     s = summary(memory)
     assert s["melt"]["cache_ratio_to_teacher"] == 4.0 and s["full"]["cache_ratio_to_teacher"] == 1.0

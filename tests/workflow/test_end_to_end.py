@@ -73,7 +73,7 @@ def test_a_plotting_only_edit_redraws_and_retrains_nothing(finished):
     micro = yaml.safe_load((finished / "micro.yaml").read_text())
     micro["report"] = {"dpi": 80}
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
-    assert planned_jobs(finished, "--configfile", "edited.yaml") == {"fig2_spectra": 1, "all": 1}
+    assert planned_jobs(finished, "--configfile", "edited.yaml") == {"fig2_spectra": 1, "fig_memory": 1, "all": 1}
 
 
 def test_table1_is_built_from_every_cell(finished):

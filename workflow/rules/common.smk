@@ -130,8 +130,10 @@ def melt_stage_cfg(recipe, stage):
 
 
 def melt_table_recipes(which):
-    """Recipe name -> recipe keys of MELT Table 3 or 4, in table order."""
-    return {n: recipe(config["melt"], n) for n in table_members(config["melt"], int(which))}
+    """Recipe name -> recipe keys of MELT Table 3 or 4, in table order (ema_decay only where the
+    ema gate reads it, so editing it redraws only the table that has that recipe)."""
+    recipes = {n: recipe(config["melt"], n) for n in table_members(config["melt"], int(which))}
+    return {n: {k: v for k, v in r.items() if k != "ema_decay" or r["gate"] == "ema"} for n, r in recipes.items()}
 
 
 MEMORY_CODECS = [m for m in config["melt"]["memory_methods"] if m in CODEC_METHODS]
