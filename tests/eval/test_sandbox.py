@@ -1,0 +1,130 @@
+"""The sandbox for generated code: canonical HumanEval solutions pass, wrong ones fail, and hostile
+programs are contained (scored as failures, and the host is untouched)."""
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from loopkv.eval.code_exec import humaneval_problems, humaneval_program, pass_at_k, run_all
+from loopkv.eval.sandbox import Limits, available, run_program
+
+OK, WHY = available()
+pytestmark = pytest.mark.skipif(not OK, reason=f"sandbox unavailable on this machine: {WHY}")
+QUICK = Limits(timeout_s=5, cpu_s=2, memory_mb=256, processes=8, output_kb=64)
+
+
+@pytest.fixture
+def project(tmp_path):
+    """A stand-in for the project: a secret file and a results/ directory the program must not touch."""
+    (tmp_path / "secret.txt").write_text("model weights live here")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "table.csv").write_text("a,b\n1,2\n")
+    return tmp_path
+
+
+def no_sandbox_processes_left(within_s: float = 3.0) -> bool:
+    """Killed namespaces are torn down by the kernel asynchronously: poll briefly."""
+    deadline = time.monotonic() + within_s
+    while subprocess.run(["pgrep", "-u", "65534"], capture_output=True).stdout != b"":
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def test_a_correct_program_passes_and_a_wrong_one_fails():
+    assert run_program("assert sum([1, 2]) == 3\nprint('ok')", QUICK).passed
+    failed = run_program("assert sum([1, 2]) == 4", QUICK)
+    assert failed.status == "failed" and "AssertionError" in failed.stderr
+
+
+def test_humaneval_canonical_solutions_pass_and_empty_ones_fail(project):
+    problems = humaneval_problems()
+    assert len(problems) == 164
+    good = run_all([humaneval_program(p, p["canonical_solution"]) for p in problems], hidden=[project])
+    bad = run_all([humaneval_program(p, "    return None\n") for p in problems], hidden=[project])
+    assert pass_at_k(1, 1, 1) == 1.0
+    assert sum(o.passed for o in good) / len(problems) == 1.0
+    assert sum(o.passed for o in bad) == 0
+
+
+def test_pass_at_k_is_the_unbiased_estimator():
+    assert pass_at_k(10, 0, 1) == 0.0 and pass_at_k(10, 3, 1) == pytest.approx(0.3)
+    assert pass_at_k(5, 2, 2) == pytest.approx(1 - 3 / 10)      # 1 - C(3,2)/C(5,2)
+    assert pass_at_k(4, 3, 2) == 1.0
+    with pytest.raises(ValueError):
+        pass_at_k(3, 4, 1)
+
+
+def test_infinite_loop_is_stopped():
+    start = time.monotonic()
+    outcome = run_program("while True:\n    pass", QUICK)
+    assert not outcome.passed and time.monotonic() - start < QUICK.timeout_s + 2
+    assert no_sandbox_processes_left()
+
+
+def test_sleeping_past_the_wall_clock_times_out():
+    outcome = run_program("import time\ntime.sleep(60)", Limits(timeout_s=1))
+    assert outcome.status == "timeout" and outcome.seconds < 3
+    assert no_sandbox_processes_left()
+
+
+def test_fork_bomb_is_contained():
+    bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
+    start = time.monotonic()
+    outcome = run_program(bomb, QUICK)
+    assert not outcome.passed and time.monotonic() - start < QUICK.timeout_s + 3
+    assert no_sandbox_processes_left()
+
+
+def test_memory_hog_fails():
+    outcome = run_program("x = bytearray(2 * 1024 ** 3)\nprint(len(x))", QUICK)
+    assert outcome.status == "failed" and "MemoryError" in outcome.stderr
+
+
+def test_output_flood_is_cut():
+    outcome = run_program("while True:\n    print('x' * 1000)", QUICK)
+    assert not outcome.passed and len(outcome.stdout) <= QUICK.output_kb * 1024
+
+
+def test_project_files_cannot_be_read(project):
+    program = f"print(open({str(project / 'secret.txt')!r}).read())"
+    outcome = run_program(program, QUICK, hidden=[project])
+    assert outcome.status == "failed" and "model weights" not in outcome.stdout
+
+
+def test_files_outside_the_box_cannot_be_deleted_or_written(project):
+    program = (f"import os, shutil\n"
+               f"shutil.rmtree({str(project / 'results')!r}, ignore_errors=True)\n"
+               f"open({str(project / 'results' / 'injected.csv')!r}, 'w').write('x')\n"
+               f"for p in ('/etc/hostname', '/usr/bin/env'):\n"
+               f"    try:\n        os.remove(p)\n    except OSError:\n        pass\n"
+               f"assert not os.path.exists('/etc/hostname')\n")
+    outcome = run_program(program, QUICK, hidden=[project])
+    assert not outcome.passed
+    assert (project / "results" / "table.csv").read_text() == "a,b\n1,2\n"
+    assert not (project / "results" / "injected.csv").exists()
+    assert Path("/etc/hostname").exists() and Path("/usr/bin/env").exists()
+
+
+def test_network_is_unreachable_even_on_the_hosts_loopback():
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    accepted = []
+    threading.Thread(target=lambda: accepted.append(server.accept()), daemon=True).start()
+    program = (f"import socket\n"
+               f"socket.create_connection(('127.0.0.1', {port}), timeout=2).sendall(b'leak')\n")
+    outcome = run_program(program, QUICK)
+    outside = run_program("import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=2)", QUICK)
+    server.close()
+    assert outcome.status == "failed" and outside.status == "failed" and not accepted
+
+
+def test_the_box_starts_empty_and_runs_unprivileged():
+    outcome = run_program("import os\nprint(os.getuid(), os.listdir('.'), sorted(os.listdir('/tmp')))", QUICK)
+    assert outcome.passed and outcome.stdout.split("\n")[0] == "65534 [] ['box']"
