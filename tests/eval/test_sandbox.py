@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from loopkv.eval.code_exec import humaneval_problems, humaneval_program, pass_at_k, run_all
+from loopkv.eval.code_exec import (humaneval_problems, humaneval_program, mbpp_problems, mbpp_program, pass_at_k,
+                                  run_all)
 from loopkv.eval.sandbox import Limits, available, run_program
 
 OK, WHY = available()
@@ -49,6 +50,16 @@ def test_humaneval_canonical_solutions_pass_and_empty_ones_fail(project):
     assert pass_at_k(1, 1, 1) == 1.0
     assert sum(o.passed for o in good) / len(problems) == 1.0
     assert sum(o.passed for o in bad) == 0
+
+
+def test_mbpp_canonical_solutions_pass_and_another_problems_fail(project):
+    problems = mbpp_problems()
+    assert len(problems) == 500 and len({p["task_id"] for p in problems}) == 500
+    good = run_all([mbpp_program(p, p["code"]) for p in problems], hidden=[project])
+    assert [p["task_id"] for p, o in zip(problems, good) if not o.passed] == []
+    # the next problem's solution: wrong function (or wrong behaviour) for every problem sampled
+    wrong = run_all([mbpp_program(p, problems[i + 1]["code"]) for i, p in enumerate(problems[:100])], hidden=[project])
+    assert sum(o.passed for o in wrong) == 0
 
 
 def test_pass_at_k_is_the_unbiased_estimator():
