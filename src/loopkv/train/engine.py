@@ -97,6 +97,15 @@ class Engine:
         norm = self.engine.get_global_grad_norm()
         return float(norm) if norm is not None else float("nan")
 
+    def mean_over_ranks(self, values: dict[str, float]) -> dict[str, float]:
+        """Each rank's scalars (its shard's losses) -> their mean over ranks: the global batch's."""
+        if self.world_size == 1:
+            return values
+        keys = sorted(values)
+        stacked = torch.tensor([values[k] for k in keys], dtype=torch.float64)
+        torch.distributed.all_reduce(stacked)
+        return {k: float(v) / self.world_size for k, v in zip(keys, stacked)}
+
     def save(self, directory: str | os.PathLike, step: int, client_state: dict, keep: int = 2) -> None:
         directory = Path(directory)
         self.engine.save_checkpoint(str(directory), tag=f"step{step:08d}", client_state=client_state,

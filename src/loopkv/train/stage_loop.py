@@ -48,7 +48,9 @@ def train_stage(engine: Engine, cfg: dict, batches: Callable[[int], torch.Tensor
         if not math.isfinite(loss):  # stop before a NaN reaches the weights or a checkpoint
             raise FloatingPointError(f"{desc} loss is {loss} at step {step}")
         grad_norm = engine.step(terms["loss"], lr)
-        logged = {k: float(v) for k, v in terms.items() if k != "loss"}
+        # the curve records the global batch: each rank saw rows[rank::world]
+        logged = engine.mean_over_ranks({k: float(v.detach()) for k, v in terms.items()})
+        loss = logged.pop("loss")
         curve["train"].append({"step": step + 1, "loss": loss, **logged, **knobs, "lr": lr,
                                "grad_norm": grad_norm, "seconds": time.perf_counter() - t0})
         bar.set_postfix({k: f"{v:.4f}" for k, v in logged.items()})
