@@ -63,10 +63,7 @@ class LoopCache(ABC):
         (B, 1, L, S) over cache order, or None for plain causal attention among the new tokens
         (no past, no padding). Returns (B, H, L, d_head)."""
         keys, values = self.update(loop, layer, positions, k, v)
-        return F.scaled_dot_product_attention(
-            q, keys.to(q.dtype), values.to(q.dtype), attn_mask=mask, is_causal=mask is None,
-            enable_gqa=q.shape[1] != keys.shape[1],
-        )
+        return attention(q, keys, values, mask)
 
     @abstractmethod
     def update(self, loop: int, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
@@ -119,6 +116,14 @@ class LoopCache(ABC):
     def entry(self, loop: int, layer: int) -> int:
         """Index of a (loop, layer) entry, Ouro's convention: loop * num_layers + layer."""
         return loop * self.num_layers + layer
+
+
+def attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Scaled dot-product attention of q over stored K/V (grouped heads allowed); mask as in `attend`."""
+    return F.scaled_dot_product_attention(
+        q, keys.to(q.dtype), values.to(q.dtype), attn_mask=mask, is_causal=mask is None,
+        enable_gqa=q.shape[1] != keys.shape[1],
+    )
 
 
 def concat(old: torch.Tensor | None, new: torch.Tensor, dim: int = 2) -> torch.Tensor:

@@ -14,9 +14,8 @@ Only a MELT model (config.melt_gate set) reads through this cache, via `attend_m
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
-from loopkv.cache.base import LoopCache, concat
+from loopkv.cache.base import LoopCache, attention, concat
 from loopkv.cache.full import FullLoopCache
 
 
@@ -58,9 +57,7 @@ class MeltCache(LoopCache):
             base_keys, base_values = self.base.update(loop, layer, positions, *kv_base)
             keys = self.alpha * keys + (1 - self.alpha) * base_keys
             values = self.alpha * values + (1 - self.alpha) * base_values
-        out = F.scaled_dot_product_attention(
-            q, keys.to(q.dtype), values.to(q.dtype), attn_mask=mask, is_causal=mask is None,
-            enable_gqa=q.shape[1] != keys.shape[1])
+        out = attention(q, keys, values, mask)
         if self.outputs is not None:
             self.outputs[loop, layer] = concat(self.outputs.get((loop, layer)), out)
         return out

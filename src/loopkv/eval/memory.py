@@ -51,13 +51,14 @@ def _probe(job: dict) -> dict:
 
     torch.set_num_threads(job["threads"])
     before = process_memory()
-    teacher = load_teacher(job["teacher"], job["dtype"])
-    model = load_melt(job["student"], job["dtype"]) if job["method"] == "melt" else teacher
-    setting = configured_setting(job["methods_cfg"], job["method"], job["budget"], teacher.config)
+    # only the model this method decodes with: a second one would inflate the process's memory
+    model = (load_melt(job["student"], job["dtype"]) if job["method"] == "melt"
+             else load_teacher(job["teacher"], job["dtype"]))
+    setting = configured_setting(job["methods_cfg"], job["method"], job["budget"], model.config)
     codec = None
     if job.get("codec"):
         saved = torch.load(job["codec"], map_location="cpu", weights_only=False)
-        codec = load_codec(setting, teacher.config, saved["codec_state"]).to(teacher.dtype)
+        codec = load_codec(setting, model.config, saved["codec_state"]).to(model.dtype)
     cache = cache_factory(setting, model.config, codec, read_path="latent")()   # the capacity path
     loaded = process_memory()
     prompt = torch.full((job["batch"], job["prompt_len"]), job["prompt_token"], dtype=torch.long)

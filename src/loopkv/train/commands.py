@@ -78,7 +78,6 @@ def _distill(args) -> None:
     from loopkv.errors import LoopKVError
     from loopkv.models.loading import load_teacher
     from loopkv.train.distill import distill_codec
-    from loopkv.train.mixture import Mixture, encode_text, heldout_windows, load_task_examples
     from loopkv.utils.seeding import derive_seed, seed_everything
 
     cfg = args.cfg["distill"]
@@ -96,15 +95,11 @@ def _distill(args) -> None:
     codec = svd_codec(setting, model.config, load_calibration(args.calibration)).to(model.dtype)
     view = make_cache(args.method, model.config, codec=codec)
 
-    corpus_ids = encode_text(tokenizer, Path(args.corpus, "train.txt").read_text())
-    mixture = Mixture(corpus_ids, load_task_examples(tokenizer, task_dirs), cfg["mixture"], cfg["seq_len"],
-                      tokenizer.eos_token_id, derive_seed(args.seed, "distill-data"), section="distill")
-    val = heldout_windows(encode_text(tokenizer, Path(args.corpus, "val.txt").read_text()), cfg["seq_len"],
-                          cfg["eval_samples"])[:, :cfg["seq_len"]]
+    batches, val = _training_rows(tokenizer, args.corpus, task_dirs, cfg, args.seed, "distill")
     # checkpoints keyed by config + inputs: a rerun after an edit never resumes foreign state
     checkpoints = Path(args.checkpoints) / prov.key()
     result = distill_codec({**cfg, "dtype": args.cfg["model"]["dtype"]}, model, view,
-                           lambda step: mixture.batch(step, cfg["batch_size"]), val, checkpoints,
+                           batches, val, checkpoints,
                            progress=not args.no_progress)
     with atomic_path(args.out) as tmp:
         torch.save({"setting": setting, "codec_state": result["codec_state"], "best": result["best"]}, tmp)
