@@ -17,6 +17,7 @@ _COMMAND_MODULES = (
     "loopkv.data.commands",
     "loopkv.train.commands",
     "loopkv.eval.commands",
+    "loopkv.eval.lm_commands",
     "loopkv.analysis.commands",
     "loopkv.report.commands",
     "loopkv.config_commands",

@@ -108,13 +108,10 @@ def _method_eval(args) -> None:
     import torch
 
     from loopkv.cache import make_cache
-    from loopkv.cache.settings import CODEC_METHODS, cache_factory, configured_setting, load_codec
-    from loopkv.data.tokenizer import load_tokenizer
-    from loopkv.errors import LoopKVError
+    from loopkv.cache.settings import cache_factory
     from loopkv.eval.fidelity import teacher_fidelity
+    from loopkv.eval.method_model import load_method_model
     from loopkv.eval.quality import evaluate_quality
-    from loopkv.models.loading import load_teacher
-    from loopkv.models.melt_model import load_melt
     from loopkv.train.mixture import encode_text, heldout_windows
     from loopkv.utils.seeding import derive_seed, seed_everything
 
@@ -127,34 +124,19 @@ def _method_eval(args) -> None:
         if getattr(args, name):
             inputs[name] = getattr(args, name)
     prov = Provenance({**args.cfg, "method": args.method, "budget": args.budget}, args.seed, inputs)
-    model = load_teacher(args.teacher, args.cfg["model"]["dtype"])
-    tokenizer = load_tokenizer(args.teacher)
-    setting = configured_setting(methods_cfg, args.method, args.budget, model.config)
     # MELT is a model variant: its own weights, read through its own cache, scored against the teacher
-    student = model
-    if (args.method == "melt") != bool(args.student):
-        raise LoopKVError("--student (a MELT model) goes with --method melt, and melt needs it")
-    if args.student:
-        student = load_melt(args.student, args.cfg["model"]["dtype"])
-    codec = None
-    if args.method in CODEC_METHODS:
-        if not args.codec:
-            raise LoopKVError(f"{args.method} needs --codec (a distilled codec from `loopkv distill`)")
-        saved = torch.load(args.codec, map_location="cpu", weights_only=False)
-        if saved["setting"]["kwargs"] != setting["kwargs"]:
-            raise LoopKVError(f"codec {args.codec} was distilled for {saved['setting']}, not {setting}")
-        codec = load_codec(setting, model.config, saved["codec_state"]).to(model.dtype)
-    read_path = methods_cfg.get("read_path")   # only methods with read paths get one in their slice
-    factory = cache_factory(setting, student.config, codec, read_path=read_path)
-    cache_dtype = getattr(torch, methods_cfg["cache_dtype"])
+    served = load_method_model(args.teacher, args.method, args.budget, methods_cfg, args.cfg["model"]["dtype"],
+                               codec_path=args.codec, student_dir=args.student)
+    model, student, tokenizer, setting = served.teacher, served.model, served.tokenizer, served.setting
+    factory, cache_dtype = served.cache_factory, getattr(torch, methods_cfg["cache_dtype"])
 
     windows = heldout_windows(encode_text(tokenizer, Path(args.corpus, "test.txt").read_text()),
                               cfg["seq_len"], cfg["kl_windows"])[:, :cfg["seq_len"]]
     metrics = {"method": args.method, "budget": args.budget, "setting": setting,
-               "read_path": read_path,
+               "read_path": served.read_path,
                "cache_dtype": methods_cfg["cache_dtype"], "compute_dtype": args.cfg["model"]["dtype"],
                # the budget: what the method stores on its capacity path (latent for lla / lla2d) ...
-               "bytes_per_token": cache_factory(setting, model.config, codec, read_path="latent")()
+               "bytes_per_token": cache_factory(setting, model.config, served.codec, read_path="latent")()
                .bytes_per_token(cache_dtype),
                # ... and what the path evaluated here stores (full-memory lla: the teacher's bytes)
                "read_path_bytes_per_token": factory().bytes_per_token(cache_dtype),

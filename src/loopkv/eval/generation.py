@@ -47,10 +47,17 @@ def greedy_generate(model, prompts: list[list[int]], max_new_tokens: int, batch_
 @torch.no_grad()
 def continuation_logprobs(model, contexts: list[list[int]], continuations: list[list[int]],
                           batch_size: int, cache_factory: CacheFactory | None = None) -> list[float]:
-    """Sum of log p(continuation | context) for each pair. Without a cache factory: one
-    teacher-forced forward (exact, the teacher's own computation). With one: the context is
-    prefilled into a fresh cache and the continuation streams through it one token at a time, so
-    every continuation token reads earlier tokens the way the method stores them."""
+    """Sum of log p(continuation | context) for each pair (see continuation_scores)."""
+    return [logp for logp, _ in continuation_scores(model, contexts, continuations, batch_size, cache_factory)]
+
+
+@torch.no_grad()
+def continuation_scores(model, contexts: list[list[int]], continuations: list[list[int]],
+                        batch_size: int, cache_factory: CacheFactory | None = None) -> list[tuple[float, bool]]:
+    """(sum of log p(continuation | context), whether every continuation token is the argmax) per
+    pair. Without a cache factory: one teacher-forced forward (exact, the teacher's own computation).
+    With one: the context is prefilled into a fresh cache and the continuation streams through it
+    one token at a time, so every continuation token reads earlier tokens the way the method stores them."""
     model.eval()
     scores = []
     for start in range(0, len(contexts), batch_size):
@@ -70,7 +77,9 @@ def _scores_one_forward(model, ctx, cont) -> list[float]:
     out = []
     for row, k in enumerate(cont):
         positions = torch.arange(width - len(k), width)
-        out.append(float(logp[row, positions - 1, ids[row, positions]].sum()))
+        targets = ids[row, positions]
+        greedy = bool((logp[row, positions - 1].argmax(-1) == targets).all())
+        out.append((float(logp[row, positions - 1, targets].sum()), greedy))
     return out
 
 
@@ -86,13 +95,16 @@ def _scores_streamed(model, ctx, cont, cache) -> list[float]:
         cont_mask[i, :len(k)] = 1
     logits = model(ids, attention_mask=mask, cache=cache).logits[:, -1]
     total = torch.zeros(len(cont), dtype=torch.float64)
+    greedy = torch.ones(len(cont), dtype=torch.bool)
     for j in range(width):
-        logp = torch.log_softmax(logits.float(), -1).gather(1, cont_ids[:, j:j + 1])[:, 0]
+        logp_all = torch.log_softmax(logits.float(), -1)
+        logp = logp_all.gather(1, cont_ids[:, j:j + 1])[:, 0]
         total += (logp * cont_mask[:, j]).double()
+        greedy &= (logp_all.argmax(-1) == cont_ids[:, j]) | (cont_mask[:, j] == 0)
         if j + 1 < width:
             mask = torch.cat([mask, cont_mask[:, j:j + 1]], dim=1)
             logits = model(cont_ids[:, j:j + 1], attention_mask=mask, cache=cache).logits[:, -1]
-    return total.tolist()
+    return list(zip(total.tolist(), greedy.tolist()))
 
 
 @torch.no_grad()

