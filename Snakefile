@@ -19,6 +19,8 @@ include: "workflow/rules/teacher.smk"
 include: "workflow/rules/calibrate.smk"
 include: "workflow/rules/methods.smk"
 include: "workflow/rules/melt.smk"
+include: "workflow/rules/lm_eval.smk"
+include: "workflow/rules/on_policy.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -219,6 +219,25 @@ BAD_CASES = [
     ("melt-without-its-budget", {"methods.budgets": {"5.33x": 5.333333, "21.33x": 21.333333},
                                  "methods.table1": {"5.33x": ["lla"]}}, "methods.budgets"),
     ("melt-in-table1", {"methods.table1": {"4x": ["melt"]}}, "methods.table1.4x[0]"),
+    # the evaluation suite, the passkey grid, on-policy distillation
+    ("lm-eval-unknown-benchmark", {"lm_eval.tasks": [{"name": "mmlu_pro"}]}, "lm_eval.tasks[0].name"),
+    ("lm-eval-task-twice", {"lm_eval.tasks": [{"name": "gsm8k"}, {"name": "gsm8k"}]}, "lm_eval.tasks[1].name"),
+    ("lm-eval-zero-shards", {"lm_eval.tasks": [{"name": "gsm8k", "shards": 0}]}, "lm_eval.tasks[0].shards"),
+    ("lm-eval-negative-docs", {"lm_eval.tasks": [{"name": "gsm8k", "max_docs": -5}]}, "lm_eval.tasks[0].max_docs"),
+    ("lm-eval-task-typo-key", {"lm_eval.tasks": [{"name": "gsm8k", "shard": 2}]}, "lm_eval.tasks[0].shard"),
+    ("lm-eval-unknown-method", {"lm_eval.models": ["h2o/4x"]}, "lm_eval.models[0]"),
+    ("lm-eval-unknown-budget", {"lm_eval.models": ["lla/3x"]}, "lm_eval.models[0]"),
+    ("lm-eval-teacher-at-a-budget", {"lm_eval.models": ["full/4x"]}, "lm_eval.models[0]"),
+    ("lm-eval-unreachable-budget", {"lm_eval.models": ["cla/5.33x"]}, "lm_eval.models[0]"),
+    ("lm-eval-melt-off-budget", {"lm_eval.models": ["melt/21.33x"]}, "lm_eval.models[0]"),
+    ("lm-eval-malformed-model", {"lm_eval.models": ["lla-4x"]}, "lm_eval.models[0]"),
+    ("grid-longer-than-positions", {"passkey_grid.lengths": [64, 4096]}, "passkey_grid.lengths"),
+    ("grid-depth-above-one", {"passkey_grid.depths": [0.5, 1.5]}, "passkey_grid.depths[1]"),
+    ("grid-unknown-model", {"passkey_grid.models": ["snapkv/4x"]}, "passkey_grid.models[0]"),
+    ("on-policy-not-a-codec", {"on_policy.method": "kv_quant"}, "on_policy.method"),
+    ("on-policy-unknown-budget", {"on_policy.budgets": ["9x"]}, "on_policy.budgets[0]"),
+    ("on-policy-negative-temperature", {"on_policy.temperature": -1.0}, "on_policy.temperature"),
+    ("on-policy-unknown-prompts", {"on_policy.prompts": ["cloze"]}, "on_policy.prompts[0]"),
 ]
 
 

@@ -73,9 +73,11 @@ def apply_defaults(config: Any, schema: dict | None = None) -> Any:
     """Return a copy of `config` with every missing key set to its schema default, recursively.
 
     A missing object takes its `default` (usually `{}`) and is then filled from its children's
-    defaults. Values of the wrong type are left alone for validation to report.
+    defaults; so is every object in a list. Values of the wrong type are left alone for validation to report.
     """
     schema = load_schema() if schema is None else schema
+    if isinstance(config, list) and isinstance(schema.get("items"), dict):
+        return [apply_defaults(item, schema["items"]) for item in config]   # e.g. lm_eval.tasks entries
     if not isinstance(config, dict) or "properties" not in schema:
         return copy.deepcopy(config)
     out = copy.deepcopy(config)
@@ -344,9 +346,72 @@ def _check_melt(c: dict) -> Iterator[Problem]:
             yield "melt.compare_methods", message
 
 
+def _check_lm_eval(c: dict) -> Iterator[Problem]:
+    """Known task data and (method, budget) pairs that the rest of the config can build."""
+    from loopkv.eval.lm_tasks import LM_TASKS
+
+    known, seen = {t.data for t in LM_TASKS.values()}, set()
+    for i, task in enumerate(c["lm_eval"]["tasks"]):
+        if task["name"] not in known:
+            yield f"lm_eval.tasks[{i}].name", f"unknown task {task['name']!r} (known: {', '.join(sorted(known))})"
+        elif task["name"] in seen:
+            yield f"lm_eval.tasks[{i}].name", f"task {task['name']!r} is listed twice"
+        seen.add(task["name"])
+    yield from _check_served(c, "lm_eval.models")
+
+
+def _check_on_policy(c: dict) -> Iterator[Problem]:
+    from loopkv.cache.settings import CODEC_METHODS
+
+    cfg = c["on_policy"]
+    if cfg["method"] not in CODEC_METHODS:
+        yield "on_policy.method", f"must be a codec method ({', '.join(CODEC_METHODS)}), got {cfg['method']!r}"
+        return
+    for i, budget in enumerate(cfg["budgets"]):
+        if budget not in c["methods"]["budgets"]:
+            yield f"on_policy.budgets[{i}]", f"unknown budget label {budget!r} (methods.budgets has {', '.join(c['methods']['budgets'])})"
+        else:
+            probe = {**c, "methods": {**c["methods"], "table1": {budget: [cfg["method"]]}}}
+            for _, message in _check_methods(probe):
+                yield f"on_policy.budgets[{i}]", message
+
+
+def _check_passkey_grid(c: dict) -> Iterator[Problem]:
+    grid = c["passkey_grid"]
+    max_pos = c["model"]["arch"]["max_position_embeddings"]
+    too_long = [n for n in grid["lengths"] if n > max_pos]
+    if too_long and c["model"]["source"] == "scratch":
+        yield ("passkey_grid.lengths",
+               f"every length must be <= model.arch.max_position_embeddings ({max_pos}), got {too_long}")
+    yield from _check_served(c, "passkey_grid.models")
+
+
+def _check_served(c: dict, section_key: str) -> Iterator[Problem]:
+    """METHOD/BUDGET pairs that the rest of the config can build and serve."""
+    from loopkv.cache.registry import METHODS
+
+    section, key_name = section_key.split(".")
+    melt_label = melt_budget_label(c)
+    for i, pair in enumerate(c[section][key_name]):
+        key = f"{section_key}[{i}]"
+        method, budget = pair.split("/")
+        if method not in METHODS:
+            yield key, f"unknown KV method {method!r} (known: {', '.join(sorted(METHODS))})"
+        elif (method == "full") != (budget == "1x"):
+            yield key, "the teacher's own cache is full/1x, and only full runs at 1x"
+        elif budget != "1x" and budget not in c["methods"]["budgets"]:
+            yield key, f"unknown budget label {budget!r} (methods.budgets has {', '.join(c['methods']['budgets'])})"
+        elif method == "melt" and budget != melt_label:
+            yield key, f"MELT runs only at its own budget (ratio T), {melt_label!r} here"
+        elif method not in ("full", "melt"):
+            probe = {**c, "methods": {**c["methods"], "table1": {budget: [method]}}}
+            for _, message in _check_methods(probe):
+                yield key, message
+
+
 _SEMANTIC_CHECKS: list[Callable[[dict], Iterator[Problem]]] = [
     _check_corpus, _check_tokenizer, _check_tasks, _check_model, _check_windows, _check_schedules,
-    _check_packed_rows, _check_methods, _check_melt,
+    _check_packed_rows, _check_methods, _check_melt, _check_lm_eval, _check_passkey_grid, _check_on_policy,
 ]
 
 

@@ -83,3 +83,20 @@ def test_classic_filler_is_the_repeated_sentences(inputs, tokenizer):
 def test_unknown_filler_is_rejected(inputs):
     with pytest.raises(LoopKVError, match="data.tasks.passkey.filler"):
         passkey.make_examples(dict(CFG, filler="lorem"), "test", 5, inputs)
+
+
+def test_grid_puts_the_needle_at_each_depth_and_fits_each_length(corpus_dir, tokenizer_dir):
+    from loopkv.data.tasks.common import TaskInputs
+    from loopkv.data.tasks.passkey import make_grid, needle
+
+    cfg = {"key_digits": 5, "filler": "classic"}
+    rows = make_grid(cfg, [120, 200], [0.0, 0.5, 1.0], 2, 3, TaskInputs(corpus_dir, tokenizer_dir))
+    assert len(rows) == 2 * 3 * 2 and len({r["id"] for r in rows}) == 12
+    for r in rows:
+        meta = r["meta"]
+        assert meta["length"] - 8 <= meta["n_tokens"] <= meta["length"]
+        assert needle(r["answer"]) in r["prompt"]
+        # the needle splits the filler at round(depth * words): off by at most half a word
+        assert abs(meta["words_before"] - meta["depth"] * meta["filler_words"]) <= 0.5
+    assert make_grid(cfg, [120], [0.5], 2, 3, TaskInputs(corpus_dir, tokenizer_dir)) == \
+        make_grid(cfg, [120], [0.5], 2, 3, TaskInputs(corpus_dir, tokenizer_dir))

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 from loopkv.cache.settings import CODEC_METHODS, READ_PATH_METHODS
 from loopkv.config import config_slice, load_config, melt_budget_label
+from loopkv.data.benchmarks import BENCHMARKS
 from loopkv.train.melt_recipes import final_stage, recipe, recipe_names, stage_cfg, stage_owner, table_members
 from loopkv.errors import LoopKVError
 
@@ -73,7 +74,10 @@ CALIBRATION_TASKS = [t for t in ("passkey", "arithmetic") if config["calibration
 def default_targets():
     teacher = [R("teacher/quality.json")] + ([] if pretrained() else [R("teacher/model/train_curve.json")])
     melt = [f"{REPORTS}/{name}.pdf" for name in ("melt_table3", "melt_table4", "melt_vs_lla", "fig_memory_vs_length")]
-    return teacher + [f"{REPORTS}/fig2_spectra.pdf", f"{REPORTS}/table1.pdf"] + melt
+    suite = [f"{REPORTS}/table7.pdf"] if LM_MODELS and LM_TASK_DATA else []
+    suite += [f"{REPORTS}/fig8_passkey.pdf"] if config["passkey_grid"]["models"] else []
+    suite += [f"{REPORTS}/table4.pdf"] if config["on_policy"]["budgets"] else []
+    return teacher + [f"{REPORTS}/fig2_spectra.pdf", f"{REPORTS}/table1.pdf"] + melt + suite
 
 
 # ---- KV methods at equal budgets (LLA Table 1)
@@ -88,14 +92,21 @@ def table1_cells():
     return cells
 
 
+def methods_slice(method, budget, served=True):
+    """The `methods` keys a job of one (method, budget) reads: the one budget it runs at, and the
+    read path when it serves (evaluates) a method that has read paths."""
+    methods = config["methods"]
+    budgets = {} if budget == "1x" else {budget: methods["budgets"][budget]}
+    sliced = {"cache_dtype": methods["cache_dtype"], "k_share": methods["k_share"], "budgets": budgets}
+    if served and method in READ_PATH_METHODS:
+        sliced["read_path"] = methods["read_path"]
+    return sliced
+
+
 def cell_cfg(section, wildcards):
     """A cell job's config slice: its own section, the one budget it runs at, the read path if its
     method has one, the model dtype. Editing another cell's settings leaves this job alone."""
-    methods, budget = config["methods"], wildcards.budget
-    budgets = {} if budget == "1x" else {budget: methods["budgets"][budget]}
-    sliced = {"cache_dtype": methods["cache_dtype"], "k_share": methods["k_share"], "budgets": budgets}
-    if section == "method_eval" and wildcards.method in READ_PATH_METHODS:
-        sliced["read_path"] = methods["read_path"]
+    sliced = methods_slice(wildcards.method, wildcards.budget, served=section == "method_eval")
     # threads reach the job through the rule's `threads`, not the slice: they change no result
     own = {k: v for k, v in config[section].items() if k != "threads"}
     return json.dumps({section: own, "methods": sliced, "model": {"dtype": config["model"]["dtype"]}},
@@ -144,3 +155,74 @@ def melt_eval_cfg():
     sliced = json.loads(cell_cfg("method_eval", SimpleNamespace(method="melt", budget=MELT_BUDGET)))
     sliced["method_eval"]["batch_size"] = config["melt"]["eval_batch_size"]
     return json.dumps(sliced, sort_keys=True)
+
+
+# ---- the evaluation suite through lm-eval (model "loopkv"), LLA Table 7
+LM_MODELS = [tuple(pair.split("/")) for pair in config["lm_eval"]["models"]]
+LM_TASKS = {t["name"]: t for t in config["lm_eval"]["tasks"]}
+LM_TASK_DATA = list(LM_TASKS)
+BENCHMARK_NAMES = sorted(BENCHMARKS)
+
+
+GRID_MODELS = [tuple(pair.split("/")) for pair in config["passkey_grid"]["models"]]
+
+
+def lm_task_data(task):
+    """The data directory a loopkv lm-eval task reads: a real benchmark, the passkey grid, or a synthetic task."""
+    if task == "passkey_grid":
+        return R("data/passkey_grid")
+    return R(f"data/bench/{task}") if task in BENCHMARKS else R(f"data/tasks/{task}")
+
+
+def lm_task_settings(task):
+    """How a task runs: its lm_eval.tasks entry; the passkey grid always runs whole."""
+    if task == "passkey_grid":
+        return {"name": task, "shards": config["passkey_grid"]["shards"]}
+    return LM_TASKS[task]
+
+
+def lm_shards(task):
+    return lm_task_settings(task).get("shards", 1)
+
+
+def lm_shard_files(method, budget, task):
+    n = lm_shards(task)
+    return [R(f"lm_eval/{method}/{budget}/{task}/shard{i}of{n}.json") for i in range(n)]
+
+
+def lm_model_inputs(wildcards):
+    """What serves a (method, budget): the teacher, plus a codec or a MELT model."""
+    files = {"teacher": f"{teacher_dir()}/config.json"}
+    if wildcards.method in CODEC_METHODS:
+        files["codec"] = R(f"distill/{wildcards.method}/{wildcards.budget}/codec.pt")
+    if wildcards.method == "melt":
+        files["student"] = f"{melt_model_dir('full')}/config.json"
+    return files
+
+
+def lm_shard_cfg(wildcards):
+    """A shard job's slice: the one task's settings (its shard count is in the file name), batch
+    size, the served method's keys, the model dtype."""
+    # None = the task's own default: left out, so stating it explicitly changes nothing
+    task = {k: v for k, v in lm_task_settings(wildcards.task).items() if k not in ("shards", "name") and v is not None}
+    return json.dumps({"lm_eval": {"batch_size": config["lm_eval"]["batch_size"], "tasks": {wildcards.task: task}},
+                       "methods": methods_slice(wildcards.method, wildcards.budget),
+                       "model": {"dtype": config["model"]["dtype"]}}, sort_keys=True)
+
+
+def lm_model_args(wildcards, input):
+    args = [f"--{name} {os.path.dirname(input[name]) if name != 'codec' else input[name]}"
+            for name in ("codec", "student") if name in input.keys()]
+    return " ".join(args)
+
+
+# ---- on-policy distillation (LLA Eq. 6-7), Table 4 and Figure 7
+ON_POLICY_METHOD = config["on_policy"]["method"]
+ON_POLICY_BUDGETS = config["on_policy"]["budgets"]
+
+
+def on_policy_cfg(wildcards):
+    """An on-policy job's slice: its section (threads and the report's bin width aside), its one budget."""
+    own = {k: v for k, v in config["on_policy"].items() if k not in ("threads", "exposure_bin_tokens", "budgets")}
+    return json.dumps({"on_policy": own, "methods": methods_slice(wildcards.method, wildcards.budget, served=False),
+                       "model": {"dtype": config["model"]["dtype"]}}, sort_keys=True)

@@ -33,6 +33,14 @@ def register(subparsers) -> None:
     p.add_argument("--out", type=Path, required=True, help="output directory")
     p.set_defaults(func=run_task)
 
+    p = subparsers.add_parser("data-passkey-grid", help="the passkey grid: trials per (length, depth) cell")
+    p.add_argument("--cfg", type=json_arg, required=True, help='{"passkey": data.tasks.passkey, "passkey_grid": ...}')
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--corpus", type=Path, required=True, help="corpus directory (corpus filler)")
+    p.add_argument("--tokenizer", type=Path, required=True, help="tokenizer directory (lengths are in its tokens)")
+    p.add_argument("--out", type=Path, required=True, help="output directory (test.jsonl, manifest.json)")
+    p.set_defaults(func=run_passkey_grid)
+
     p = subparsers.add_parser("data-bench", help="a real benchmark from offline package files, normalised to JSONL")
     p.add_argument("name", help="benchmark name (see loopkv.data.benchmarks.BENCHMARKS)")
     p.add_argument("--out", type=Path, required=True, help="output directory (test.jsonl, manifest.json)")
@@ -67,6 +75,25 @@ def run_task(args) -> int:
     provenance = Provenance(args.cfg, args.seed, inputs)
     return _build(args.out, provenance,
                   lambda out: build_task(args.name, args.cfg, args.seed, args.corpus, args.tokenizer, out))
+
+
+def run_passkey_grid(args) -> int:
+    from loopkv.data.tasks.common import TaskInputs
+    from loopkv.data.tasks.passkey import make_grid
+    from loopkv.utils.atomic import write_jsonl
+    from loopkv.utils.seeding import derive_seed
+
+    grid = args.cfg["passkey_grid"]
+    provenance = Provenance(args.cfg, args.seed, {"corpus": args.corpus, "tokenizer": args.tokenizer})
+
+    def build(out: Path) -> dict:
+        rows = make_grid(args.cfg["passkey"], grid["lengths"], grid["depths"], grid["trials"],
+                         derive_seed(args.seed, "passkey-grid"), TaskInputs(args.corpus, args.tokenizer))
+        write_jsonl(out / "test.jsonl", rows)
+        return {"examples": len(rows), "lengths": grid["lengths"], "depths": grid["depths"], "trials": grid["trials"],
+                "max_tokens": max(r["meta"]["n_tokens"] for r in rows)}
+
+    return _build(args.out, provenance, build)
 
 
 def run_bench(args) -> int:

@@ -23,9 +23,11 @@ def left_pad(sequences: list[list[int]], pad_id: int) -> tuple[torch.Tensor, tor
 
 @torch.no_grad()
 def greedy_generate(model, prompts: list[list[int]], max_new_tokens: int, batch_size: int,
-                    cache_factory: CacheFactory | None = None, eos_id: int | None = None) -> list[list[int]]:
+                    cache_factory: CacheFactory | None = None, eos_id: int | None = None,
+                    temperature: float = 0.0) -> list[list[int]]:
     """New token ids per prompt (eos and anything after it removed). Prompts are sorted by length
-    into batches to keep padding small; results come back in input order."""
+    into batches to keep padding small; results come back in input order. temperature > 0 samples
+    instead (from torch's global generator: seed it first for a reproducible draw)."""
     model.eval()
     if cache_factory is None:
         cache_factory = lambda: make_cache(model.config.kv_method, model.config)  # noqa: E731
@@ -37,7 +39,9 @@ def greedy_generate(model, prompts: list[list[int]], max_new_tokens: int, batch_
         ids, mask = left_pad([prompts[i] for i in chunk], model.config.pad_token_id)
         out = model.generate(
             input_ids=ids, attention_mask=mask, cache=cache_factory(), max_new_tokens=max_new_tokens,
-            do_sample=False, eos_token_id=eos_id, pad_token_id=model.config.pad_token_id,
+            eos_token_id=eos_id, pad_token_id=model.config.pad_token_id,
+            **({"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if temperature > 0
+               else {"do_sample": False}),
         )
         for row, i in zip(out[:, ids.shape[1]:].tolist(), chunk):
             results[i] = row[:row.index(eos_id)] if eos_id in row else row

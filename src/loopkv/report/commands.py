@@ -1,4 +1,4 @@
-"""Subcommands: table1, melt-table, melt-vs-lla, fig-memory."""
+"""Subcommands: table1, table7, fig8, table4-fig7, melt-table, melt-vs-lla, fig-memory."""
 from __future__ import annotations
 
 import json
@@ -18,7 +18,98 @@ def register(sub) -> None:
     p.add_argument("--csv", required=True)
     p.add_argument("--tex", required=True)
     p.set_defaults(func=_table1)
+
+    p = sub.add_parser("table7", help="LLA Table 7 (the broad suite) from merged lm-eval results")
+    p.add_argument("--results", nargs="+", required=True, help="lm-eval-merge JSONs (one per model and task)")
+    for fmt in ("pdf", "csv", "tex"):
+        p.add_argument(f"--{fmt}", required=True)
+    p.set_defaults(func=_table7)
+
+    p = sub.add_parser("fig8", help="LLA Figure 8 (passkey heatmaps) and Table 12 from merged passkey-grid results")
+    p.add_argument("--data", required=True, help="the grid's test.jsonl")
+    p.add_argument("--results", nargs="+", required=True, help="lm-eval-merge JSONs of loopkv_passkey_grid, in order")
+    p.add_argument("--reliable", type=float, required=True, help="the recall bar of a reliable length")
+    p.add_argument("--pdf", required=True)
+    p.add_argument("--png", required=True)
+    p.add_argument("--json", required=True, help="every cell, n and the reliable lengths")
+    p.add_argument("--dpi", type=int, default=150)
+    for fmt in ("pdf", "csv", "tex"):
+        p.add_argument(f"--table-{fmt}", required=True, help=f"Table 12 ({fmt})")
+    p.set_defaults(func=_fig8)
+
+    p = sub.add_parser("table4-fig7", help="LLA Table 4 (off- vs on-policy) and Figure 7 (exposure curves)")
+    p.add_argument("--teacher-samples", required=True, help="methods/full/1x quality_samples.json")
+    p.add_argument("--off", nargs="+", required=True, help="off-policy quality.json per budget, in order")
+    p.add_argument("--on", nargs="+", required=True, help="on-policy quality.json per budget, same order")
+    p.add_argument("--off-curves", nargs="+", required=True, help="off-policy distill curve.json per budget")
+    p.add_argument("--on-curves", nargs="+", required=True, help="on-policy curve.json per budget")
+    p.add_argument("--bin-tokens", type=int, required=True, help="Figure 7's generated-length bin width")
+    p.add_argument("--dpi", type=int, default=150)
+    for name in ("table-pdf", "table-csv", "table-tex", "fig-pdf", "fig-png", "fig-json"):
+        p.add_argument(f"--{name}", required=True)
+    p.set_defaults(func=_table4_fig7)
     register_melt(sub)
+
+
+def _table4_fig7(args) -> None:
+    from loopkv.report import exposure, tables
+    from loopkv.utils.atomic import write_json
+
+    def samples_of(quality_path):   # quality.json -> its quality_samples.json beside it
+        return json.loads(Path(quality_path).with_name("quality_samples.json").read_text())
+
+    teacher = json.loads(Path(args.teacher_samples).read_text())
+    cells = []
+    for off, on, off_curve, on_curve in zip(args.off, args.on, args.off_curves, args.on_curves, strict=True):
+        cells.append({"off": _metrics(off), "on": _metrics(on),
+                      "off_samples": exposure.arithmetic_samples(samples_of(off)),
+                      "on_samples": exposure.arithmetic_samples(samples_of(on)),
+                      "off_curve": json.loads(Path(off_curve).read_text()),
+                      "on_curve": json.loads(Path(on_curve).read_text())})
+    rows = exposure.table_rows(cells, teacher)
+    title = "LLA Table 4, off- vs on-policy distillation: our measurements (left) beside the paper's (right)"
+    with atomic_path(args.table_pdf) as pdf, atomic_path(args.table_csv) as csv_path, atomic_path(args.table_tex) as tex:
+        tables.write_all(rows, exposure.SPEC, exposure.table_note(rows), title, pdf, csv_path, tex)
+    teacher_curve = exposure.exposure_curve(exposure.arithmetic_samples(teacher), args.bin_tokens)
+    curves = [{"budget": c["off"]["budget"], "teacher": teacher_curve,
+               "off": exposure.exposure_curve(c["off_samples"], args.bin_tokens),
+               "on": exposure.exposure_curve(c["on_samples"], args.bin_tokens)} for c in cells]
+    with atomic_path(args.fig_pdf) as pdf, atomic_path(args.fig_png) as png:
+        exposure.plot_exposure(curves, args.bin_tokens, pdf, png, args.dpi)
+    write_json(args.fig_json, {"bin_tokens": args.bin_tokens, "curves": curves})
+
+
+def _fig8(args) -> None:
+    from loopkv.report import fig_passkey, tables
+    from loopkv.report.paper_values import TABLE12, TABLE12_SOURCE
+    from loopkv.utils.atomic import read_jsonl, write_json
+
+    data = read_jsonl(args.data)
+    results = [json.loads(Path(p).read_text()) for p in args.results]
+    cells = [fig_passkey.grid(data, r) for r in results]
+    with atomic_path(args.pdf) as pdf, atomic_path(args.png) as png:
+        fig_passkey.plot(results, cells, args.reliable, pdf, png, args.dpi)
+    rows, spec = fig_passkey.table_rows(results, cells, args.reliable)
+    note = (f"Exact recall of a {len(data[0]['answer'])}-digit key, mean over depths "
+            f"{cells[0]['depths']}; {rows[0]['n_per_cell']} trials per (length, depth) cell; reliable length = "
+            f"longest length up to which every cell recalls >= {args.reliable:g}. Lengths in tokens of the "
+            f"project tokenizer (the teacher trained on <= its passkey train lengths). Paper: {TABLE12_SOURCE}.")
+    with atomic_path(args.table_pdf) as pdf, atomic_path(args.table_csv) as csv_path, atomic_path(args.table_tex) as tex:
+        tables.write_all(rows, spec, note, "LLA Table 12, passkey recall by length: ours beside the paper's summary",
+                         pdf, csv_path, tex)
+    write_json(args.json, {"reliable_bar": args.reliable, "paper": {"source": TABLE12_SOURCE, "by_ratio": TABLE12},
+                           "methods": [{"method": r["method"], "budget": r["budget"], "ratio": r["setting"]["ratio"],
+                                        **c, "reliable_length": fig_passkey.reliable_length(c, args.reliable)}
+                                       for r, c in zip(results, cells)]})
+
+
+def _table7(args) -> None:
+    from loopkv.report import table7, tables
+
+    rows = table7.build_rows([json.loads(Path(p).read_text()) for p in args.results])
+    title = "LLA Table 7, the broad suite through lm-eval: our measurements (left) beside the paper's (right)"
+    with atomic_path(args.pdf) as pdf, atomic_path(args.csv) as csv_path, atomic_path(args.tex) as tex:
+        tables.write_all(rows, table7.SPEC, table7.note(rows), title, pdf, csv_path, tex)
 
 
 def _table1(args) -> None:

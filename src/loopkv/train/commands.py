@@ -1,4 +1,4 @@
-"""Subcommands: teacher-pretrain, distill."""
+"""Subcommands: teacher-pretrain, distill, distill-on-policy, melt-train."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -36,6 +36,24 @@ def register(sub) -> None:
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=_distill)
 
+
+    p = sub.add_parser("distill-on-policy",
+                       help="continue a distilled codec on the student's own generations (LLA Eq. 6-7; DeepSpeed, resumable)")
+    p.add_argument("--cfg", type=json_arg, required=True, help='{"on_policy", "methods", "model"} config slice')
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--method", required=True, help="a codec method: lla, lla2d, mla_head")
+    p.add_argument("--budget", required=True, help="a budget label of methods.budgets")
+    p.add_argument("--teacher", required=True, help="teacher model directory")
+    p.add_argument("--init", required=True, help="the off-policy distilled codec (.pt) it starts from")
+    p.add_argument("--corpus", required=True, help="corpus directory (val.txt: held-out windows)")
+    p.add_argument("--prompts", type=named_path, action="append", required=True,
+                   help="NAME=DIR whose train.jsonl prompts the student continues")
+    p.add_argument("--out", required=True, help="on-policy codec (.pt)")
+    p.add_argument("--curve", required=True, help="training curve JSON")
+    p.add_argument("--checkpoints", required=True, help="directory for resumable DeepSpeed checkpoints")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (not part of the result)")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=_distill_on_policy)
 
     p = sub.add_parser("melt-train", help="one MELT training stage from the frozen teacher (DeepSpeed, resumable)")
     p.add_argument("--cfg", type=json_arg, required=True,
@@ -105,6 +123,54 @@ def _distill(args) -> None:
         torch.save({"setting": setting, "codec_state": result["codec_state"], "best": result["best"]}, tmp)
     write_json(args.curve, {"setting": setting, "best": result["best"], "curve": result["curve"],
                             "provenance": prov.block()})
+
+
+def _distill_on_policy(args) -> None:
+    import torch
+
+    from loopkv.cache import make_cache
+    from loopkv.cache.settings import CODEC_METHODS, cache_factory, configured_setting, load_codec
+    from loopkv.data.tokenizer import load_tokenizer
+    from loopkv.errors import LoopKVError
+    from loopkv.models.loading import load_teacher
+    from loopkv.train.distill import distill_codec
+    from loopkv.train.mixture import encode_prompt, encode_text, heldout_windows
+    from loopkv.train.on_policy import on_policy_batches
+    from loopkv.utils.atomic import read_jsonl
+    from loopkv.utils.seeding import derive_seed, seed_everything
+
+    cfg = args.cfg["on_policy"]
+    if args.method not in CODEC_METHODS:
+        raise LoopKVError(f"{args.method} has no codec to distil (codec methods: {', '.join(CODEC_METHODS)})")
+    torch.set_num_threads(args.threads)
+    seed_everything(derive_seed(args.seed, "on-policy", args.method, args.budget))
+    prompt_dirs = dict(args.prompts)
+    prov = Provenance({**args.cfg, "method": args.method, "budget": args.budget}, args.seed,
+                      {"teacher": args.teacher, "init": args.init, "corpus": args.corpus,
+                       **{f"prompts:{k}": v for k, v in prompt_dirs.items()}})
+    model = load_teacher(args.teacher, args.cfg["model"]["dtype"])
+    tokenizer = load_tokenizer(args.teacher)
+    setting = configured_setting(args.cfg["methods"], args.method, args.budget, model.config)
+    saved = torch.load(args.init, map_location="cpu", weights_only=False)
+    if saved["setting"]["kwargs"] != setting["kwargs"]:
+        raise LoopKVError(f"codec {args.init} was distilled for {saved['setting']}, not {setting}")
+    codec = load_codec(setting, model.config, saved["codec_state"]).to(model.dtype)
+    view = make_cache(args.method, model.config, codec=codec)
+    # the student generates through the codec being trained (full-memory read: same values, faster)
+    student_cache = cache_factory(setting, model.config, codec, read_path="full")
+    prompts = [encode_prompt(tokenizer, row["prompt"]) for d in prompt_dirs.values()
+               for row in read_jsonl(Path(d, "train.jsonl"))]
+    batches = on_policy_batches(model, student_cache, prompts, cfg, derive_seed(args.seed, "on-policy-data"))
+    val = heldout_windows(encode_text(tokenizer, Path(args.corpus, "val.txt").read_text()), cfg["seq_len"],
+                          cfg["eval_samples"])[:, :cfg["seq_len"]]
+    checkpoints = Path(args.checkpoints) / prov.key()   # never resume a run of another config
+    result = distill_codec({**cfg, "dtype": args.cfg["model"]["dtype"]}, model, view, batches, val, checkpoints,
+                           progress=not args.no_progress)
+    with atomic_path(args.out) as tmp:
+        torch.save({"setting": setting, "codec_state": result["codec_state"], "best": result["best"],
+                    "on_policy": True}, tmp)
+    write_json(args.curve, {"setting": setting, "best": result["best"], "curve": result["curve"],
+                            "init_best": saved["best"], "provenance": prov.block()})
 
 
 def _training_rows(tokenizer, corpus: str, task_dirs: dict, cfg: dict, seed: int, section: str):

@@ -40,16 +40,28 @@ class CodecDistiller(torch.nn.Module):
         self.exact = FullLoopCache(teacher.config)
         self.lambda_attn = lambda_attn
 
-    def forward(self, ids: torch.Tensor) -> dict:
+    def forward(self, ids: torch.Tensor, weights: torch.Tensor | None = None) -> dict:
+        """`weights` (B, L), optional: which positions' next-token distributions (and attention
+        outputs) count, e.g. only those that drew a student-generated token (on-policy)."""
         with torch.no_grad():
             t_out, t_trace = teacher_forced_forward(self.teacher, ids, self.exact)
         s_out, s_trace = teacher_forced_forward(self.teacher, ids, self.view, source=t_trace)
         match = distribution_match(t_out.logits, s_out.logits)
-        kl = match["kl"].mean()
-        attn = torch.stack([F.mse_loss(s_trace.outputs[key].float(), t_trace.outputs[key].float())
+        if weights is None:
+            weights = torch.ones(ids.shape, dtype=torch.float32)
+        weights = weights.float()
+        total = weights.sum().clamp(min=1)
+        kl = (match["kl"] * weights).sum() / total
+        attn = torch.stack([_weighted_mse(s_trace.outputs[key], t_trace.outputs[key], weights)
                             for key in t_trace.outputs]).mean()
         return {"loss": kl + self.lambda_attn * attn, "kl": kl.detach(), "attn": attn.detach(),
-                "top1": match["top1"].mean()}
+                "top1": ((match["top1"] * weights).sum() / total).detach()}
+
+
+def _weighted_mse(student: torch.Tensor, teacher: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Mean squared error over the weighted positions; attention outputs are (B, H, L, d)."""
+    err = (student.float() - teacher.float()).pow(2).mean(dim=(1, 3))          # (B, L)
+    return (err * weights).sum() / weights.sum().clamp(min=1)
 
 
 @torch.no_grad()

@@ -23,7 +23,7 @@ def train_stage(engine: Engine, cfg: dict, batches: Callable[[int], torch.Tensor
                 trained_state: Callable[[], dict], checkpoint_dir, progress: bool = True, desc: str = "train",
                 before_step: Callable[[int], dict] | None = None) -> dict:
     """cfg: steps, seq_len, lr, warmup_steps, min_lr_ratio, eval_every, checkpoint_every.
-    batches(step) -> (batch_size, >= seq_len) rows; heldout() -> {"kl", ...} of the current state;
+    batches(step) -> (batch_size, >= seq_len) rows (or a tuple of such tensors, passed on); heldout() -> {"kl", ...} of the current state;
     trained_state() -> the state dict worth keeping; before_step(step) sets per-step knobs and
     returns them for the curve. Returns {"state" (best held-out kl), "best", "curve"}."""
     state = engine.load(checkpoint_dir)
@@ -42,8 +42,9 @@ def train_stage(engine: Engine, cfg: dict, batches: Callable[[int], torch.Tensor
         t0 = time.perf_counter()
         knobs = before_step(step) if before_step is not None else {}
         lr = cfg["lr"] * warmup_cosine(step, steps, cfg["warmup_steps"], cfg["min_lr_ratio"])
-        rows = batches(step)[engine.rank::engine.world_size, :seq_len]
-        terms = engine(rows)
+        batch = batches(step)   # token rows, or a tuple of per-row tensors (rows, loss weights)
+        parts = batch if isinstance(batch, tuple) else (batch,)
+        terms = engine(*(part[engine.rank::engine.world_size, :seq_len] for part in parts))
         loss = float(terms["loss"].detach())
         if not math.isfinite(loss):  # stop before a NaN reaches the weights or a checkpoint
             raise FloatingPointError(f"{desc} loss is {loss} at step {step}")

@@ -62,6 +62,32 @@ def make_examples(cfg: dict, split: str, seed: int, inputs: TaskInputs, held_out
     return rows
 
 
+def make_grid(cfg: dict, lengths: list[int], depths: list[float], trials: int, seed: int,
+              inputs: TaskInputs) -> list[dict]:
+    """The passkey grid (LLA Figure 8 / Table 12): `trials` examples per (length, depth) cell, the
+    needle at that depth, keys and filler as in the test split (`cfg` = data.tasks.passkey)."""
+    digits = require(cfg, "key_digits", SECTION, int, minimum=1, maximum=18)
+    filler = require(cfg, "filler", SECTION, str)
+    if filler not in FILLERS:
+        raise LoopKVError(f"{SECTION}.filler must be one of {', '.join(FILLERS)}, got {filler!r}")
+    text = (CLASSIC_FILLER * (max(lengths) // len(CLASSIC_FILLER.split()) + 2) if filler == "classic"
+            else inputs.text("test"))
+    words = word_spans(text)
+    rng = random.Random(seed)
+    rows = []
+    for length in lengths:
+        if len(words) <= length:
+            raise LoopKVError(f"passkey_grid.lengths: {length} tokens is longer than the test filler text")
+        for depth in depths:
+            for _ in range(trials):
+                key = str(rng.randrange(10 ** (digits - 1), 10 ** digits))
+                row = _fit(text, words, rng.randrange(len(words) - length), length, key, depth,
+                           inputs.tokenizer, "passkey_grid.lengths")
+                row["id"] = example_id("passkey_grid", "test", len(rows))
+                rows.append(row)
+    return rows
+
+
 def _fit(text, words, start, length, key, depth, tokenizer, where) -> dict:
     """The example with the most filler words whose prompt + target fits in `length` tokens."""
     def build(n_words: int) -> dict:

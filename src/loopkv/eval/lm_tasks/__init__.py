@@ -37,6 +37,7 @@ LM_TASKS: dict[str, LMTask] = {PREFIX + t.data: t for t in (
     LMTask("mbpp", "mbpp.yaml", "pass@1"),
     LMTask("arithmetic", "arithmetic.yaml", "exact_match"),
     LMTask("passkey", "passkey.yaml", "accuracy"),
+    LMTask("passkey_grid", "passkey.yaml", "accuracy"),      # LLA Figure 8: lengths x depths x trials
 )}
 
 
@@ -68,9 +69,9 @@ def task_config(name: str, data_dir, max_gen_toks: int | None = None, tokenizer=
     cfg = _load_template(task.template, resolve)
     cfg["task"] = name
     cfg["dataset_kwargs"] = {"data_files": {"test": str(data_file)}}
-    if task.data == "passkey":
+    if task.template == "passkey.yaml":
         if tokenizer is None:
-            raise LoopKVError("task loopkv_passkey needs the tokenizer to size its generation budget")
+            raise LoopKVError(f"task {name} needs the tokenizer to size its generation budget")
         with open(data_file) as f:
             first = json.loads(f.readline())
         max_gen_toks = len(tokenizer.encode(first["target"], add_special_tokens=False)) + 2

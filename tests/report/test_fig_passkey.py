@@ -1,0 +1,42 @@
+"""Figure 8 / Table 12: grid cells from per-document results, the reliable-length boundary."""
+import pytest
+
+from loopkv.report.fig_passkey import grid, reliable_length, table_rows
+
+
+def _data(lengths, depths, trials):
+    return [{"meta": {"length": L, "depth": d}} for L in lengths for d in depths for _ in range(trials)]
+
+
+def _result(data, correct, method="lla", ratio=4.0):
+    return {"method": method, "budget": "4x", "setting": {"ratio": ratio},
+            "samples": [{"doc_id": i, "accuracy": float(correct(r["meta"]))} for i, r in enumerate(data)]}
+
+
+def test_cells_average_trials_and_the_boundary_is_the_last_length_every_depth_passes():
+    data = _data([64, 128, 256], [0.0, 0.5, 1.0], 4)
+    # perfect at 64; at 128 depth 0.5 fails one of four trials (0.75 < 0.9); 256 all wrong
+    seen = {}
+
+    def correct(meta):
+        key = (meta["length"], meta["depth"])
+        seen[key] = seen.get(key, 0) + 1
+        return meta["length"] == 64 or (meta["length"] == 128 and not (meta["depth"] == 0.5 and seen[key] == 1))
+
+    cells = grid(data, _result(data, correct))
+    assert cells["lengths"] == [64, 128, 256] and cells["depths"] == [0.0, 0.5, 1.0]
+    assert cells["accuracy"][1] == [1.0, 0.75, 0.0] and cells["n"][0] == [4, 4, 4]
+    assert reliable_length(cells, 0.9) == 64
+    assert reliable_length(cells, 0.75) == 128
+    assert reliable_length({**cells, "accuracy": [[0.0] * 3] * 3}, 0.9) is None
+    rows, spec = table_rows([_result(data, correct)], [cells], 0.9)
+    assert rows[0]["len_128"] == pytest.approx((1 + 0.75 + 1) / 3) and rows[0]["paper"] == ".87 at 64k"
+    assert "len_256" in spec.keys
+
+
+def test_a_grid_with_an_empty_cell_is_an_error():
+    data = _data([64, 128], [0.0], 1)
+    result = _result(data, lambda m: True)
+    result["samples"] = result["samples"][:1]
+    with pytest.raises(ValueError, match="no documents"):
+        grid(data, result)

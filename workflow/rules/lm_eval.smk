@@ -1,0 +1,132 @@
+# The evaluation suite through lm-eval (model "loopkv", tasks loopkv_<name> over local data):
+# benchmark data from offline package files, one job per (method, budget, task, shard) with a fixed
+# output path, a merge per task (equal to an unsharded run), and LLA Table 7.
+
+
+rule bench_data:
+    output:
+        test=R("data/bench/{bench}/test.jsonl"),
+        manifest=R("data/bench/{bench}/manifest.json"),
+    wildcard_constraints:
+        bench="|".join(BENCHMARK_NAMES),
+    params:
+        out=parent("manifest"),
+    log:
+        f"{LOGS}/data/bench_{{bench}}.log",
+    conda:
+        "../../envs/loopkv.yaml"
+    shell:
+        "loopkv data-bench {wildcards.bench} --out {params.out} > {log} 2>&1"
+
+
+rule lm_eval_shard:
+    input:
+        unpack(lm_model_inputs),
+        data=lambda w: f"{lm_task_data(w.task)}/test.jsonl",
+    output:
+        R("lm_eval/{method}/{budget}/{task}/shard{shard}of{shards}.json"),
+    wildcard_constraints:
+        method="[a-z0-9_]+",
+        task="[a-z0-9_]+",
+        shard=r"\d+",
+        shards=r"\d+",
+    params:
+        cfg=lm_shard_cfg,
+        seed=config["seed"],
+        teacher=parent("teacher"),
+        data=parent("data"),
+        model=lm_model_args,
+        # lm-eval's request cache, per model (keyed inside by a hash of the model's files)
+        cache=R("lm_eval/request_cache"),
+    threads: config["lm_eval"]["threads"]
+    resources:
+        runtime=120,
+        mem_mb=4000,
+    log:
+        f"{LOGS}/lm_eval/{{method}}_{{budget}}_{{task}}_{{shard}}of{{shards}}.log",
+    conda:
+        "../../envs/loopkv.yaml"
+    shell:
+        "loopkv lm-eval-shard --cfg {params.cfg:q} --seed {params.seed} --task loopkv_{wildcards.task}"
+        " --data {params.data} --method {wildcards.method} --budget {wildcards.budget} --teacher {params.teacher}"
+        " {params.model} --shard {wildcards.shard} --shards {wildcards.shards} --cache-dir {params.cache}"
+        " --out {output} --threads {threads} > {log} 2>&1"
+
+
+rule lm_eval_merge:
+    input:
+        lambda w: lm_shard_files(w.method, w.budget, w.task),
+    output:
+        R("lm_eval/{method}/{budget}/{task}.json"),
+    wildcard_constraints:
+        method="[a-z0-9_]+",
+        task="[a-z0-9_]+",
+    log:
+        f"{LOGS}/lm_eval/{{method}}_{{budget}}_{{task}}_merge.log",
+    conda:
+        "../../envs/loopkv.yaml"
+    shell:
+        "loopkv lm-eval-merge {input} --out {output} > {log} 2>&1"
+
+
+rule table7:
+    input:
+        [R(f"lm_eval/{m}/{b}/{t}.json") for m, b in LM_MODELS for t in LM_TASK_DATA],
+    output:
+        pdf=f"{REPORTS}/table7.pdf",
+        csv=f"{REPORTS}/table7.csv",
+        tex=f"{REPORTS}/table7.tex",
+    log:
+        f"{LOGS}/report/table7.log",
+    conda:
+        "../../envs/loopkv.yaml"
+    shell:
+        "loopkv table7 --results {input} --pdf {output.pdf} --csv {output.csv} --tex {output.tex} > {log} 2>&1"
+
+
+rule passkey_grid_data:
+    input:
+        corpus=R("data/corpus/manifest.json"),
+        tokenizer=R("data/tokenizer/manifest.json"),
+    output:
+        test=R("data/passkey_grid/test.jsonl"),
+        manifest=R("data/passkey_grid/manifest.json"),
+    params:
+        cfg=json.dumps({"passkey": config["data"]["tasks"]["passkey"],
+                        "passkey_grid": {k: config["passkey_grid"][k] for k in ("lengths", "depths", "trials")}},
+                       sort_keys=True),
+        seed=config["seed"],
+        out=parent("manifest"),
+        corpus=parent("corpus"),
+        tokenizer=parent("tokenizer"),
+    log:
+        f"{LOGS}/data/passkey_grid.log",
+    conda:
+        "../../envs/loopkv.yaml"
+    shell:
+        "loopkv data-passkey-grid --cfg {params.cfg:q} --seed {params.seed} --corpus {params.corpus}"
+        " --tokenizer {params.tokenizer} --out {params.out} > {log} 2>&1"
+
+
+rule fig8:
+    input:
+        data=R("data/passkey_grid/test.jsonl"),
+        results=[R(f"lm_eval/{m}/{b}/passkey_grid.json") for m, b in GRID_MODELS],
+    output:
+        pdf=f"{REPORTS}/fig8_passkey.pdf",
+        png=f"{REPORTS}/fig8_passkey.png",
+        json=f"{REPORTS}/fig8_passkey.json",
+        table_pdf=f"{REPORTS}/table12.pdf",
+        table_csv=f"{REPORTS}/table12.csv",
+        table_tex=f"{REPORTS}/table12.tex",
+    params:
+        reliable=config["passkey_grid"]["reliable"],
+        dpi=config["report"]["dpi"],
+    log:
+        f"{LOGS}/report/fig8.log",
+    conda:
+        "../../envs/loopkv.yaml"
+    shell:
+        "loopkv fig8 --data {input.data} --results {input.results} --reliable {params.reliable}"
+        " --pdf {output.pdf} --png {output.png} --json {output.json} --dpi {params.dpi}"
+        " --table-pdf {output.table_pdf} --table-csv {output.table_csv} --table-tex {output.table_tex} > {log} 2>&1"

@@ -1,0 +1,95 @@
+# On-policy codec distillation (LLA Eq. 6-7) after the off-policy one, evaluated like a Table 1 cell;
+# LLA Table 4 (off- vs on-policy per budget) and Figure 7 (exposure curves).
+
+
+rule distill_on_policy:
+    input:
+        teacher=f"{teacher_dir()}/config.json",
+        init=R("distill/{method}/{budget}/codec.pt"),
+        corpus=R("data/corpus/manifest.json"),
+        prompts=expand(R("data/tasks/{task}/manifest.json"), task=config["on_policy"]["prompts"]),
+    output:
+        codec=R("on_policy/{method}/{budget}/codec.pt"),
+        curve=R("on_policy/{method}/{budget}/curve.json"),
+    wildcard_constraints:
+        method="|".join(CODEC_METHODS),
+    params:
+        cfg=lambda w: on_policy_cfg(w),
+        seed=config["seed"],
+        teacher=parent("teacher"),
+        corpus=parent("corpus"),
+        prompts=" ".join(f"--prompts {t}={R(f'data/tasks/{t}')}" for t in config["on_policy"]["prompts"]),
+        checkpoints=lambda w: R(f"on_policy/{w.method}/{w.budget}/checkpoints"),
+    threads: config["on_policy"]["threads"]
+    resources:
+        runtime=120,
+        mem_mb=8000,
+    log:
+        f"{LOGS}/on_policy/{{method}}_{{budget}}.log",
+    conda:
+        "../../envs/loopkv.yaml"
+    shell:
+        "loopkv distill-on-policy --cfg {params.cfg:q} --seed {params.seed} --method {wildcards.method}"
+        " --budget {wildcards.budget} --teacher {params.teacher} --init {input.init} --corpus {params.corpus}"
+        " {params.prompts} --out {output.codec} --curve {output.curve} --checkpoints {params.checkpoints}"
+        " --threads {threads} --no-progress > {log} 2>&1"
+
+
+rule on_policy_eval:
+    input:
+        codec=R("on_policy/{method}/{budget}/codec.pt"),
+        teacher=f"{teacher_dir()}/config.json",
+        corpus=R("data/corpus/manifest.json"),
+        tasks=expand(R("data/tasks/{task}/test.jsonl"), task=TASKS),
+    output:
+        metrics=R("on_policy/{method}/{budget}/quality.json"),
+        samples=R("on_policy/{method}/{budget}/quality_samples.json"),
+    params:
+        cfg=lambda w: cell_cfg("method_eval", w),
+        seed=config["seed"],
+        teacher=parent("teacher"),
+        corpus=parent("corpus"),
+        tasks=task_args({t: R(f"data/tasks/{t}") for t in TASKS}),
+    threads: config["method_eval"]["threads"]
+    resources:
+        runtime=60,
+        mem_mb=4000,
+    log:
+        f"{LOGS}/on_policy/{{method}}_{{budget}}_eval.log",
+    conda:
+        "../../envs/loopkv.yaml"
+    shell:
+        "loopkv method-eval --cfg {params.cfg:q} --seed {params.seed} --method {wildcards.method}"
+        " --budget {wildcards.budget} --teacher {params.teacher} --codec {input.codec}"
+        " --corpus {params.corpus} {params.tasks} --out {output.metrics} --samples {output.samples}"
+        " --threads {threads} > {log} 2>&1"
+
+
+rule table4_fig7:
+    input:
+        teacher=R("methods/full/1x/quality_samples.json"),
+        off=[R(f"methods/{ON_POLICY_METHOD}/{b}/quality.json") for b in ON_POLICY_BUDGETS],
+        off_samples=[R(f"methods/{ON_POLICY_METHOD}/{b}/quality_samples.json") for b in ON_POLICY_BUDGETS],
+        on=[R(f"on_policy/{ON_POLICY_METHOD}/{b}/quality.json") for b in ON_POLICY_BUDGETS],
+        on_samples=[R(f"on_policy/{ON_POLICY_METHOD}/{b}/quality_samples.json") for b in ON_POLICY_BUDGETS],
+        off_curves=[R(f"distill/{ON_POLICY_METHOD}/{b}/curve.json") for b in ON_POLICY_BUDGETS],
+        on_curves=[R(f"on_policy/{ON_POLICY_METHOD}/{b}/curve.json") for b in ON_POLICY_BUDGETS],
+    output:
+        table_pdf=f"{REPORTS}/table4.pdf",
+        table_csv=f"{REPORTS}/table4.csv",
+        table_tex=f"{REPORTS}/table4.tex",
+        fig_pdf=f"{REPORTS}/fig7_exposure.pdf",
+        fig_png=f"{REPORTS}/fig7_exposure.png",
+        fig_json=f"{REPORTS}/fig7_exposure.json",
+    params:
+        bins=config["on_policy"]["exposure_bin_tokens"],
+        dpi=config["report"]["dpi"],
+    log:
+        f"{LOGS}/report/table4_fig7.log",
+    conda:
+        "../../envs/loopkv.yaml"
+    shell:
+        "loopkv table4-fig7 --teacher-samples {input.teacher} --off {input.off} --on {input.on}"
+        " --off-curves {input.off_curves} --on-curves {input.on_curves} --bin-tokens {params.bins} --dpi {params.dpi}"
+        " --table-pdf {output.table_pdf} --table-csv {output.table_csv} --table-tex {output.table_tex}"
+        " --fig-pdf {output.fig_pdf} --fig-png {output.fig_png} --fig-json {output.fig_json} > {log} 2>&1"
