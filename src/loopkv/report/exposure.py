@@ -20,7 +20,8 @@ SPEC = tables.TableSpec(
              ("kl_off", "KL streamed\noff-policy"), ("kl_on", "KL streamed\non-policy"),
              ("paper_off", "paper\noff-policy"), ("paper_on", "paper\non-policy"),
              ("paper_no_answer_off", "paper no ans.\noff-policy"), ("paper_no_answer_on", "paper no ans.\non-policy")],
-    csv_extra=["n_arith", "teacher_em", "teacher_no_answer", "on_policy_steps", "heldout_kl_off", "heldout_kl_on"],
+    csv_extra=["n_arith", "teacher_em", "teacher_no_answer", "on_policy_steps", "window_kl_off", "window_kl_on",
+               "on_policy_kl_start", "on_policy_kl_best", "on_policy_best_step"],
     width=19)
 
 
@@ -54,7 +55,11 @@ def table_rows(cells: list[dict], teacher: dict) -> list[dict]:
                      "no_answer_on": on["no_answer"], "kl_off": c["off"]["fidelity"]["kl"],
                      "kl_on": c["on"]["fidelity"]["kl"], "n_arith": off["n"], "teacher_em": t["em"],
                      "teacher_no_answer": t["no_answer"], "on_policy_steps": c["on_curve"]["curve"]["train"][-1]["step"],
-                     "heldout_kl_off": c["off_curve"]["best"]["kl"], "heldout_kl_on": c["on_curve"]["best"]["kl"],
+                     # teacher-forced KL on validation windows (off-policy's selection metric) before / after
+                     "window_kl_off": c["off_curve"]["best"]["kl"], "window_kl_on": c["on_curve"]["best"]["window_kl"],
+                     # KL on the student's own continuations of held-out prompts (on-policy's selection metric)
+                     "on_policy_kl_start": c["on_curve"]["curve"]["heldout"][0]["kl"],
+                     "on_policy_kl_best": c["on_curve"]["best"]["kl"], "on_policy_best_step": c["on_curve"]["best"]["step"],
                      **{f"paper_{k}": v for k, v in paper.items()}})
     return rows
 

@@ -135,7 +135,7 @@ def _distill_on_policy(args) -> None:
     from loopkv.models.loading import load_teacher
     from loopkv.train.distill import distill_codec
     from loopkv.train.mixture import encode_prompt, encode_text, heldout_windows
-    from loopkv.train.on_policy import on_policy_batches
+    from loopkv.train.on_policy import on_policy_batches, on_policy_heldout
     from loopkv.utils.atomic import read_jsonl
     from loopkv.utils.seeding import derive_seed, seed_everything
 
@@ -160,12 +160,17 @@ def _distill_on_policy(args) -> None:
     student_cache = cache_factory(setting, model.config, codec, read_path="full")
     prompts = [encode_prompt(tokenizer, row["prompt"]) for d in prompt_dirs.values()
                for row in read_jsonl(Path(d, "train.jsonl"))]
-    batches = on_policy_batches(model, student_cache, prompts, cfg, derive_seed(args.seed, "on-policy-data"))
+    if len(prompts) <= cfg["eval_samples"]:
+        raise LoopKVError(f"on_policy.eval_samples ({cfg['eval_samples']}) leaves no training prompts of {len(prompts)}")
+    # the last eval_samples prompts are held out: the on-policy selection measurement continues them
+    train_prompts, val_prompts = prompts[:-cfg["eval_samples"]], prompts[-cfg["eval_samples"]:]
+    batches = on_policy_batches(model, student_cache, train_prompts, cfg, derive_seed(args.seed, "on-policy-data"))
     val = heldout_windows(encode_text(tokenizer, Path(args.corpus, "val.txt").read_text()), cfg["seq_len"],
                           cfg["eval_samples"])[:, :cfg["seq_len"]]
     checkpoints = Path(args.checkpoints) / prov.key()   # never resume a run of another config
     result = distill_codec({**cfg, "dtype": args.cfg["model"]["dtype"]}, model, view, batches, val, checkpoints,
-                           progress=not args.no_progress)
+                           progress=not args.no_progress,
+                           heldout=lambda d: on_policy_heldout(d, student_cache, val_prompts, cfg, val))
     with atomic_path(args.out) as tmp:
         torch.save({"setting": setting, "codec_state": result["codec_state"], "best": result["best"],
                     "on_policy": True}, tmp)

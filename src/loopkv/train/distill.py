@@ -78,11 +78,14 @@ def heldout_match(distiller: CodecDistiller, windows: torch.Tensor, batch_size: 
 
 
 def distill_codec(cfg: dict, teacher, view: LoopCache, batches, val_windows: torch.Tensor, checkpoint_dir,
-                  progress: bool = True) -> dict:
+                  progress: bool = True, heldout=None) -> dict:
     """Train view.codec; `batches(step)` -> (batch_size, >= seq_len) token rows of that step.
-    Returns {"codec_state" (best held-out KL), "best", "curve"}."""
+    `heldout(distiller)`, optional: the selection measurement (default: teacher-forced KL on
+    `val_windows`). Returns {"codec_state" (best held-out KL), "best", "curve"}."""
     engine = Engine(CodecDistiller(teacher, view, cfg["lambda_attn"]), cfg)
     distiller = engine.module
-    result = train_stage(engine, cfg, batches, lambda: heldout_match(distiller, val_windows, cfg["batch_size"]),
-                         lambda: distiller.codec.state_dict(), checkpoint_dir, progress, desc="distill")
+    measure = (lambda: heldout(distiller)) if heldout is not None else (
+        lambda: heldout_match(distiller, val_windows, cfg["batch_size"]))
+    result = train_stage(engine, cfg, batches, measure, lambda: distiller.codec.state_dict(), checkpoint_dir,
+                         progress, desc="distill")
     return {"codec_state": result["state"], "best": result["best"], "curve": result["curve"]}

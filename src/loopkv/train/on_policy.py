@@ -4,7 +4,9 @@ teacher scores the student's own prefixes, and the same Eq. 5 loss (KL to the te
 matching) is taken only at the positions that drew a generated token. Off-policy distillation
 (train/distill.py) is the same loss on the teacher's text.
 
-It starts from the off-policy codec. A step's prompts and its sampling seed are functions of the step
+It starts from the off-policy codec. The best state is chosen on-policy too: greedy continuations of
+held-out prompts by the current student, scored by the teacher at the generated positions (selecting
+by teacher-forced KL on corpus windows would keep the off-policy codec it started from). A step's prompts and its sampling seed are functions of the step
 and the generation reads the codec's current state, so a resumed run redraws exactly what an
 uninterrupted one drew (the codec state at the resume point is the same).
 """
@@ -49,3 +51,23 @@ def on_policy_batches(teacher, cache_factory, prompts: list[list[int]], cfg: dic
                               config.pad_token_id, cfg["seq_len"])
 
     return batch
+
+
+@torch.no_grad()
+def on_policy_heldout(distiller, cache_factory, prompts: list[list[int]], cfg: dict, val_windows: torch.Tensor) -> dict:
+    """The selection measurement: KL / top-1 to the teacher at the positions of the student's greedy
+    continuations of held-out `prompts` ("kl"), and the teacher-forced KL on `val_windows` ("window_kl")."""
+    from loopkv.train.distill import heldout_match
+
+    config = distiller.teacher.config
+    generated = greedy_generate(distiller.teacher, prompts, cfg["max_new_tokens"], cfg["batch_size"], cache_factory)
+    ids, weights = generated_rows(prompts, generated, cfg["max_new_tokens"], config.eos_token_id,
+                                  config.pad_token_id, cfg["seq_len"])
+    kl, top1, n = 0.0, 0.0, 0.0
+    for i in range(0, len(ids), cfg["batch_size"]):
+        terms = distiller(ids[i:i + cfg["batch_size"]], weights[i:i + cfg["batch_size"]])
+        count = float(weights[i:i + cfg["batch_size"]].sum())
+        kl, top1, n = kl + float(terms["kl"]) * count, top1 + float(terms["top1"]) * count, n + count
+    window = heldout_match(distiller, val_windows, cfg["batch_size"])
+    return {"kl": kl / n, "top1": top1 / n, "n_tokens": int(n), "window_kl": window["kl"],
+            "window_top1": window["top1"]}
