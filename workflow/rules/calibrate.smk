@@ -18,7 +18,7 @@ rule calibrate:
     threads: config["calibration"]["threads"]
     resources:
         runtime=60,
-        mem_mb=8000,
+        mem_mb=more_memory_per_attempt(8000),
     log:
         f"{LOGS}/calibration/calibrate.log",
     conda:

@@ -25,6 +25,12 @@ REPORTS = config["reports_dir"]
 LOGS = config["logs_dir"]
 
 
+def more_memory_per_attempt(base_mb):
+    """mem_mb of a job: the base on the first attempt, twice it on the first retry, and so on
+    (the SLURM profile retries a failed job; one killed for memory comes back with more)."""
+    return lambda wildcards, attempt: base_mb * attempt
+
+
 def R(path):
     """A path under results/."""
     return f"{RESULTS}/{path}"
@@ -158,13 +164,13 @@ def melt_eval_cfg():
 
 
 # ---- the evaluation suite through lm-eval (model "loopkv"), LLA Table 7
-LM_MODELS = [tuple(pair.split("/")) for pair in config["lm_eval"]["models"]]
+LM_MODELS = [os.path.split(pair) for pair in config["lm_eval"]["models"]]   # "lla/4x" -> ("lla", "4x")
 LM_TASKS = {t["name"]: t for t in config["lm_eval"]["tasks"]}
 LM_TASK_DATA = list(LM_TASKS)
 BENCHMARK_NAMES = sorted(BENCHMARKS)
 
 
-GRID_MODELS = [tuple(pair.split("/")) for pair in config["passkey_grid"]["models"]]
+GRID_MODELS = [os.path.split(pair) for pair in config["passkey_grid"]["models"]]
 
 
 def lm_task_data(task):

@@ -41,7 +41,7 @@ rule lm_eval_shard:
     threads: config["lm_eval"]["threads"]
     resources:
         runtime=120,
-        mem_mb=4000,
+        mem_mb=more_memory_per_attempt(4000),
     log:
         f"{LOGS}/lm_eval/{{method}}_{{budget}}_{{task}}_{{shard}}of{{shards}}.log",
     conda:

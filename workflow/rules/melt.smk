@@ -27,7 +27,7 @@ rule melt_stage1:
     threads: config["melt"]["threads"]
     resources:
         runtime=240,
-        mem_mb=8000,
+        mem_mb=more_memory_per_attempt(8000),
     log:
         f"{LOGS}/melt/{{recipe}}_stage1.log",
     conda:
@@ -60,7 +60,7 @@ rule melt_stage2:
     threads: config["melt"]["threads"]
     resources:
         runtime=240,
-        mem_mb=8000,
+        mem_mb=more_memory_per_attempt(8000),
     log:
         f"{LOGS}/melt/{{recipe}}_stage2.log",
     conda:
@@ -91,7 +91,7 @@ rule melt_eval:
     threads: config["method_eval"]["threads"]
     resources:
         runtime=60,
-        mem_mb=4000,
+        mem_mb=more_memory_per_attempt(4000),
     log:
         f"{LOGS}/melt/{{recipe}}_eval.log",
     conda:
@@ -168,7 +168,7 @@ rule melt_memory:
     threads: config["melt"]["threads"]
     resources:
         runtime=60,
-        mem_mb=8000,
+        mem_mb=more_memory_per_attempt(8000),
     log:
         f"{LOGS}/melt/memory.log",
     conda:

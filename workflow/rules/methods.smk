@@ -27,7 +27,7 @@ rule distill:
     threads: config["distill"]["threads"]
     resources:
         runtime=120,
-        mem_mb=8000,
+        mem_mb=more_memory_per_attempt(8000),
     log:
         f"{LOGS}/distill/{{method}}_{{budget}}.log",
     conda:
@@ -58,7 +58,7 @@ rule method_eval:
     threads: config["method_eval"]["threads"]
     resources:
         runtime=60,
-        mem_mb=4000,
+        mem_mb=more_memory_per_attempt(4000),
     log:
         f"{LOGS}/methods/{{method}}_{{budget}}.log",
     conda:

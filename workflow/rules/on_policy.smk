@@ -23,7 +23,7 @@ rule distill_on_policy:
     threads: config["on_policy"]["threads"]
     resources:
         runtime=120,
-        mem_mb=8000,
+        mem_mb=more_memory_per_attempt(8000),
     log:
         f"{LOGS}/on_policy/{{method}}_{{budget}}.log",
     conda:
@@ -53,7 +53,7 @@ rule on_policy_eval:
     threads: config["method_eval"]["threads"]
     resources:
         runtime=60,
-        mem_mb=4000,
+        mem_mb=more_memory_per_attempt(4000),
     log:
         f"{LOGS}/on_policy/{{method}}_{{budget}}_eval.log",
     conda:

@@ -23,7 +23,7 @@ if not pretrained():
         threads: config["teacher"]["threads"]
         resources:
             runtime=240,
-            mem_mb=8000,
+            mem_mb=more_memory_per_attempt(8000),
         log:
             f"{LOGS}/teacher/pretrain.log",
         conda:
@@ -51,7 +51,7 @@ rule teacher_eval:
     threads: config["teacher_eval"]["threads"]
     resources:
         runtime=60,
-        mem_mb=4000,
+        mem_mb=more_memory_per_attempt(4000),
     log:
         f"{LOGS}/teacher/eval.log",
     conda:
