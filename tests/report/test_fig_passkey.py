@@ -30,7 +30,7 @@ def test_cells_average_trials_and_the_boundary_is_the_last_length_every_depth_pa
     assert reliable_length(cells, 0.75) == 128
     assert reliable_length({**cells, "accuracy": [[0.0] * 3] * 3}, 0.9) is None
     rows, spec = table_rows([_result(data, correct)], [cells], 0.9)
-    assert rows[0]["len_128"] == pytest.approx((1 + 0.75 + 1) / 3) and rows[0]["paper"] == ".87 at 64k"
+    assert rows[0]["len_128"] == pytest.approx((1 + 0.75 + 1) / 3) and rows[0]["paper"] == ".87 at 64k"   # lla at 4x
     assert "len_256" in spec.keys
 
 

@@ -47,7 +47,8 @@ def label(result: dict) -> str:
 def plot(results: list[dict], cells: list[dict], bar: float, pdf, png, dpi: int) -> None:
     cols = min(4, len(results))
     rows = -(-len(results) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 2.6 * rows + 0.8), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols + 1.0, 3.0 * rows + 0.8), squeeze=False,
+                             layout="constrained")
     for ax in axes.flat[len(results):]:
         ax.axis("off")
     for ax, result, c in zip(axes.flat, results, cells):
@@ -62,8 +63,10 @@ def plot(results: list[dict], cells: list[dict], bar: float, pdf, png, dpi: int)
         if reliable is not None:   # the boundary: right edge of the last reliable length
             ax.axvline(c["lengths"].index(reliable) + 0.5, color="red", linewidth=2)
         ax.set_title(f"{label(result)}  (reliable: {reliable if reliable is not None else 'none'})", fontsize=8)
-        ax.set_xlabel("length (tokens)", fontsize=7)
-        ax.set_ylabel("needle depth", fontsize=7)
+        if ax in axes[-1] or ax is axes.flat[len(results) - 1]:
+            ax.set_xlabel("length (tokens)", fontsize=7)
+        if ax in axes[:, 0]:
+            ax.set_ylabel("needle depth", fontsize=7)
     fig.colorbar(image, ax=axes, shrink=0.6, label="exact recall")
     fig.suptitle(f"Passkey exact recall by length and depth (red line: reliable boundary, every depth >= {bar:g}); "
                  f"paper: {TABLE12_SOURCE}", fontsize=9)
@@ -79,7 +82,7 @@ def table_rows(results: list[dict], cells: list[dict], bar: float) -> tuple[list
         acc = np.array(c["accuracy"])
         row = {"method": result["method"], "budget": result["budget"], "ratio": result["setting"]["ratio"],
                "reliable_length": reliable_length(c, bar), "n_per_cell": int(np.min(c["n"])),
-               "paper": TABLE12.get(round(result["setting"]["ratio"], 2))}
+               "paper": TABLE12.get((result["method"], round(result["setting"]["ratio"], 2)))}
         row.update({f"len_{L}": float(acc[:, j].mean()) for j, L in enumerate(lengths)})
         rows.append(row)
     spec = tables.TableSpec(

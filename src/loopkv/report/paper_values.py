@@ -57,10 +57,10 @@ TABLE7 = {
 }
 
 # LLA Table 12 / Figure 8 (passkey exact recall, 15 trials a cell, 2k-64k tokens), as SPEC.md gives it:
-# a summary per compression ratio (keyed by ratio rounded to 2 decimals), not every cell.
+# a summary per LLA compression ratio (keyed like TABLE1: method, ratio rounded to 2 decimals), not every cell.
 TABLE12_SOURCE = "LLA paper, Table 12 / Figure 8 (Ouro-1.4B, 2k-64k tokens, 15 trials a cell)"
-TABLE12 = {1.0: "1.00 everywhere", 5.33: "1.00 everywhere", 4.0: ".87 at 64k", 10.67: "1.00 to 16k, .80 at 32k, .73 at 64k",
-           21.33: "mostly 0-.20"}
+TABLE12 = {("full", 1.0): "1.00 everywhere", ("lla", 5.33): "1.00 everywhere", ("lla", 4.0): ".87 at 64k",
+           ("lla", 10.67): "1.00 to 16k, .80 at 32k, .73 at 64k", ("lla", 21.33): "mostly 0-.20"}
 
 # LLA Table 4 (MATH-500 accuracy, off-policy vs on-policy distillation; no-answer rates), by ratio.
 TABLE4_SOURCE = "LLA paper, Table 4 (Ouro-1.4B, MATH-500)"
