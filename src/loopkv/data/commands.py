@@ -41,6 +41,10 @@ def register(subparsers) -> None:
     p.add_argument("--out", type=Path, required=True, help="output directory (test.jsonl, manifest.json)")
     p.set_defaults(func=run_passkey_grid)
 
+    p = subparsers.add_parser("fetch-bigbench", help="download PyPI's bigbench==1.0.0 sdist (BBH's source tasks), sha256-checked")
+    p.add_argument("--dest", type=Path, help="where to put it (default: inside this environment, where BBH looks)")
+    p.set_defaults(func=run_fetch_bigbench)
+
     p = subparsers.add_parser("data-bench", help="a real benchmark from offline package files, normalised to JSONL")
     p.add_argument("name", help="benchmark name (see loopkv.data.benchmarks.BENCHMARKS)")
     p.add_argument("--out", type=Path, required=True, help="output directory (test.jsonl, manifest.json)")
@@ -94,6 +98,13 @@ def run_passkey_grid(args) -> int:
                 "max_tokens": max(r["meta"]["n_tokens"] for r in rows)}
 
     return _build(args.out, provenance, build)
+
+
+def run_fetch_bigbench(args) -> int:
+    from loopkv.data.bigbench import fetch_sdist
+
+    print(fetch_sdist(args.dest))
+    return 0
 
 
 def run_bench(args) -> int:

@@ -29,7 +29,7 @@ class LMTask:
 
 LM_TASKS: dict[str, LMTask] = {PREFIX + t.data: t for t in (
     *(LMTask(name, "mc.yaml", "acc") for name in ("arc_easy", "arc_challenge", "hellaswag", "piqa", "boolq",
-                                                  "mmlu", "cloze")),
+                                                  "mmlu", "bbh", "cloze")),
     LMTask("winogrande", "mc_partial.yaml", "acc"),
     LMTask("gsm8k", "gsm8k.yaml", "exact_match"),
     LMTask("math500", "math.yaml", "exact_match"),
