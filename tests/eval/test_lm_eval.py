@@ -132,3 +132,18 @@ def test_lm_eval_command_line_with_the_loopkv_model(teacher_dir, micro_task_dirs
     lm = LoopKVLM(teacher=str(teacher_dir), methods_cfg=METHODS, dtype="float32", batch_size=4)
     rows = read_jsonl(micro_task_dirs["cloze"] / "test.jsonl")
     assert acc == cloze_accuracy(lm.served.model, lm.tokenizer, rows, 4, lm.served.cache_factory)["accuracy"]
+
+
+def test_stop_strings_end_generation_early_without_changing_the_text(teacher_dir, micro_task_dirs):
+    from lm_eval.api.instance import Instance
+
+    lm = LoopKVLM(teacher=str(teacher_dir), methods_cfg=METHODS, dtype="float32", batch_size=4)
+    prompts = [r["prompt"] for r in read_jsonl(micro_task_dirs["arithmetic"] / "test.jsonl")[:4]]
+    full = lm.generate_until([Instance("generate_until", {}, (p, {"until": [], "max_gen_toks": 24}), i)
+                              for i, p in enumerate(prompts)])
+    # a stop string taken from the full generations themselves, so some rows do stop early
+    stop = next(t[len(t) // 2:len(t) // 2 + 2] for t in full if len(t) > 4)
+    cut = lm.generate_until([Instance("generate_until", {}, (p, {"until": [stop], "max_gen_toks": 24}), i)
+                             for i, p in enumerate(prompts)])
+    assert cut == [t[:t.find(stop)] if stop in t else t for t in full]
+    assert any(stop in t for t in full)

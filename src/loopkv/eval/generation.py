@@ -24,10 +24,13 @@ def left_pad(sequences: list[list[int]], pad_id: int) -> tuple[torch.Tensor, tor
 @torch.no_grad()
 def greedy_generate(model, prompts: list[list[int]], max_new_tokens: int, batch_size: int,
                     cache_factory: CacheFactory | None = None, eos_id: int | None = None,
-                    temperature: float = 0.0) -> list[list[int]]:
+                    temperature: float = 0.0, stop_strings: list[str] | None = None,
+                    tokenizer=None) -> list[list[int]]:
     """New token ids per prompt (eos and anything after it removed). Prompts are sorted by length
     into batches to keep padding small; results come back in input order. temperature > 0 samples
-    instead (from torch's global generator: seed it first for a reproducible draw)."""
+    instead (from torch's global generator: seed it first for a reproducible draw). `stop_strings`
+    (with `tokenizer`) end a row once its text holds one: the tokens up to there are unchanged, the
+    caller cuts the text at the stop string."""
     model.eval()
     if cache_factory is None:
         cache_factory = lambda: make_cache(model.config.kv_method, model.config)  # noqa: E731
@@ -42,6 +45,7 @@ def greedy_generate(model, prompts: list[list[int]], max_new_tokens: int, batch_
             eos_token_id=eos_id, pad_token_id=model.config.pad_token_id,
             **({"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if temperature > 0
                else {"do_sample": False}),
+            **({"stop_strings": list(stop_strings), "tokenizer": tokenizer} if stop_strings else {}),
         )
         for row, i in zip(out[:, ids.shape[1]:].tolist(), chunk):
             results[i] = row[:row.index(eos_id)] if eos_id in row else row

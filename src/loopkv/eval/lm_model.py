@@ -104,8 +104,10 @@ class LoopKVLM(LM):
         outputs: list[str] = [""] * len(requests)
         for (budget, until), members in groups.items():
             prompts = [self._context(requests[i].args[0]) for i in members]
+            # rows stop at a stop string (the text up to it is what a full-length run gives)
             generated = greedy_generate(self.served.model, prompts, budget, self.batch_size,
-                                        self.served.cache_factory)
+                                        self.served.cache_factory, stop_strings=[u for u in until if u],
+                                        tokenizer=self.tokenizer)
             for i, ids in zip(members, generated):
                 outputs[i] = _cut(self.tokenizer.decode(ids), until)
         return outputs
