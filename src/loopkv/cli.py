@@ -21,6 +21,7 @@ _COMMAND_MODULES = (
     "loopkv.analysis.commands",
     "loopkv.report.commands",
     "loopkv.config_commands",
+    "loopkv.verify",
 )
 
 

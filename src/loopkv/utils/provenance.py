@@ -31,6 +31,8 @@ def path_sha256(path: str | os.PathLike) -> str:
     path = Path(path)
     if path.is_file():
         return file_sha256(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"cannot hash {path}: no such file or directory")
     h = hashlib.sha256()
     for p in sorted(q for q in path.rglob("*") if q.is_file()):
         h.update(str(p.relative_to(path)).encode())
@@ -65,6 +67,11 @@ class Provenance:
     def __init__(self, config_slice, seed: int | None, inputs: dict[str, str | os.PathLike] | None = None):
         self.config_slice = config_slice
         self.seed = seed
+        missing = {k: str(v) for k, v in (inputs or {}).items() if not Path(v).exists()}
+        if missing:
+            from loopkv.errors import LoopKVError
+
+            raise LoopKVError(f"input(s) not found: {missing}")
         # hashed when the job starts: the inputs as they were consumed
         self.inputs = {k: {"path": str(v), "sha256": path_sha256(v)} for k, v in (inputs or {}).items()}
         self.started = time.time()
