@@ -46,3 +46,20 @@ def test_checkpoint_write_leaves_no_temporary_files(tmp_path):
     save_checkpoint(tmp_path, {"step": 1})
     save_checkpoint(tmp_path, {"step": 2})
     assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
+
+
+def test_truncated_foreign_or_mismatched_codec_files_are_reported(tmp_path):
+    from loopkv.cache.settings import read_codec_file
+
+    setting = {"method": "lla", "kwargs": {"rank_k": 2, "rank_v": 3}}
+    path = tmp_path / "codec.pt"
+    torch.save({"setting": setting, "codec_state": {"w": torch.arange(4000.0)}}, path)
+    assert read_codec_file(path, setting)["setting"] == setting
+    with pytest.raises(LoopKVError, match="distilled for"):
+        read_codec_file(path, {"method": "lla", "kwargs": {"rank_k": 4, "rank_v": 4}})
+    torch.save({"weights": 1}, tmp_path / "other.pt")
+    with pytest.raises(LoopKVError, match="not a loopkv codec"):
+        read_codec_file(tmp_path / "other.pt")
+    path.write_bytes(path.read_bytes()[:300])
+    with pytest.raises(LoopKVError, match="corrupt or truncated"):
+        read_codec_file(path, setting)

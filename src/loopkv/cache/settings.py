@@ -41,6 +41,23 @@ def configured_setting(methods_cfg: dict, method: str, budget: str, config) -> d
     return {**setting, "budget": budget}
 
 
+def read_codec_file(path, setting: dict | None = None) -> dict:
+    """A saved codec ({"setting", "codec_state", ...}); a truncated or foreign file, or one distilled
+    for another setting than `setting`, raises LoopKVError naming it."""
+    import torch
+
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as e:   # torch raises many types for truncated or corrupt files
+        raise LoopKVError(f"codec {path} is corrupt or truncated ({type(e).__name__}: {e}); "
+                          "re-run its distillation") from e
+    if not isinstance(saved, dict) or not {"setting", "codec_state"} <= set(saved):
+        raise LoopKVError(f"codec {path} is not a loopkv codec file (no setting / codec_state)")
+    if setting is not None and saved["setting"]["kwargs"] != setting["kwargs"]:
+        raise LoopKVError(f"codec {path} was distilled for {saved['setting']}, not {setting}")
+    return saved
+
+
 def load_codec(setting: dict, config, state: dict) -> LatentCodec:
     codec = new_codec(setting, config)
     codec.load_state_dict(state)

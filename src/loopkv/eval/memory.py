@@ -45,7 +45,7 @@ def decode_memory_curve(model, cache, prompt: torch.Tensor, lengths: list[int], 
 
 def _probe(job: dict) -> dict:
     """One method's curve, in the child process that `measure` starts."""
-    from loopkv.cache.settings import cache_factory, configured_setting, load_codec
+    from loopkv.cache.settings import cache_factory, configured_setting, load_codec, read_codec_file
     from loopkv.models.loading import load_teacher
     from loopkv.models.melt_model import load_melt
 
@@ -57,7 +57,7 @@ def _probe(job: dict) -> dict:
     setting = configured_setting(job["methods_cfg"], job["method"], job["budget"], model.config)
     codec = None
     if job.get("codec"):
-        saved = torch.load(job["codec"], map_location="cpu", weights_only=False)
+        saved = read_codec_file(job["codec"], setting)
         codec = load_codec(setting, model.config, saved["codec_state"]).to(model.dtype)
     cache = cache_factory(setting, model.config, codec, read_path="latent")()   # the capacity path
     loaded = process_memory()

@@ -30,7 +30,7 @@ def load_method_model(teacher_dir, method: str, budget: str, methods_cfg: dict, 
     """The teacher at `teacher_dir` read through `method` at the budget labelled `budget` of
     `methods_cfg` (config section `methods`; "full"/"1x" = the teacher's own cache). Codec methods
     need `codec_path` (a distilled codec); melt needs `student_dir` (a trained MELT model)."""
-    from loopkv.cache.settings import CODEC_METHODS, cache_factory, configured_setting, load_codec
+    from loopkv.cache.settings import CODEC_METHODS, cache_factory, configured_setting, load_codec, read_codec_file
     from loopkv.data.tokenizer import load_tokenizer
     from loopkv.models.loading import load_teacher
     from loopkv.models.melt_model import load_melt
@@ -45,9 +45,7 @@ def load_method_model(teacher_dir, method: str, budget: str, methods_cfg: dict, 
     if method in CODEC_METHODS:
         if not codec_path:
             raise LoopKVError(f"{method} needs a codec (a distilled codec from `loopkv distill`)")
-        saved = torch.load(codec_path, map_location="cpu", weights_only=False)
-        if saved["setting"]["kwargs"] != setting["kwargs"]:
-            raise LoopKVError(f"codec {codec_path} was distilled for {saved['setting']}, not {setting}")
+        saved = read_codec_file(codec_path, setting)
         codec = load_codec(setting, teacher.config, saved["codec_state"]).to(teacher.dtype)
     elif codec_path:
         raise LoopKVError(f"{method} takes no codec (only {', '.join(CODEC_METHODS)} do)")

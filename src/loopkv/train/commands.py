@@ -129,7 +129,7 @@ def _distill_on_policy(args) -> None:
     import torch
 
     from loopkv.cache import make_cache
-    from loopkv.cache.settings import CODEC_METHODS, cache_factory, configured_setting, load_codec
+    from loopkv.cache.settings import CODEC_METHODS, cache_factory, configured_setting, load_codec, read_codec_file
     from loopkv.data.tokenizer import load_tokenizer
     from loopkv.errors import LoopKVError
     from loopkv.models.loading import load_teacher
@@ -151,9 +151,7 @@ def _distill_on_policy(args) -> None:
     model = load_teacher(args.teacher, args.cfg["model"]["dtype"])
     tokenizer = load_tokenizer(args.teacher)
     setting = configured_setting(args.cfg["methods"], args.method, args.budget, model.config)
-    saved = torch.load(args.init, map_location="cpu", weights_only=False)
-    if saved["setting"]["kwargs"] != setting["kwargs"]:
-        raise LoopKVError(f"codec {args.init} was distilled for {saved['setting']}, not {setting}")
+    saved = read_codec_file(args.init, setting)
     codec = load_codec(setting, model.config, saved["codec_state"]).to(model.dtype)
     view = make_cache(args.method, model.config, codec=codec)
     # the student generates through the codec being trained (full-memory read: same values, faster)
