@@ -5,16 +5,9 @@ import json
 import pytest
 import yaml
 
-from workflow_helpers import copy_workflow, planned_jobs, snakemake
+from workflow_helpers import planned_jobs
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory):
-    workdir = copy_workflow(tmp_path_factory.mktemp("e2e"))
-    snakemake(workdir, "--configfile", "micro.yaml")
-    return workdir
 
 
 def test_outputs_have_metrics_and_provenance(finished):

@@ -1,0 +1,123 @@
+"""Kills: a training job killed with SIGKILL at a random checkpoint resumes from it, and the final codec
+equals an uninterrupted run's bit for bit; Snakemake killed mid-DAG redoes no finished node on the
+rerun and consumes no partial output."""
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import time
+
+import psutil
+import pytest
+import torch
+import yaml
+
+from workflow_helpers import SNAKEMAKE, planned_jobs, snakemake
+
+pytestmark = pytest.mark.slow
+
+CODEC = "results/distill/lla/4x/codec.pt"
+
+
+def _clone(finished, dest):
+    shutil.copytree(finished, dest, symlinks=True)
+    return dest
+
+
+def _edit(workdir, change) -> None:
+    micro = yaml.safe_load((workdir / "micro.yaml").read_text())
+    change(micro)
+    (workdir / "edited.yaml").write_text(yaml.safe_dump(micro))
+
+
+def _start(workdir, *targets):
+    return subprocess.Popen([*SNAKEMAKE, "--cores", "2", "--rerun-incomplete", *targets, "--configfile", "edited.yaml"],
+                            cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+
+
+def _longer_distillation(micro):
+    micro["distill"].update(steps=30, checkpoint_every=1, eval_every=5)
+
+
+def _checkpoint_steps(workdir, old=frozenset()) -> int:
+    """The latest checkpointed step of the run(s) whose checkpoint folders are not in `old`."""
+    root = workdir / "results/distill/lla/4x/checkpoints"
+    tags = [p.read_text().strip() for p in root.glob("*/latest") if p.parent.name not in old]
+    return max((int(t.removeprefix("step")) for t in tags if t.startswith("step")), default=0)
+
+
+def test_a_training_job_killed_at_a_random_checkpoint_resumes_to_the_same_codec(finished, tmp_path):
+    whole = _clone(finished, tmp_path / "whole")
+    _edit(whole, _longer_distillation)
+    snakemake(whole, CODEC, "--configfile", "edited.yaml")
+
+    cut = _clone(finished, tmp_path / "cut")
+    _edit(cut, _longer_distillation)
+    kill_after = random.randint(1, 20)
+    old = frozenset(p.name for p in (cut / "results/distill/lla/4x/checkpoints").iterdir())   # the first run's
+    proc = _start(cut, CODEC)
+    try:
+        deadline = time.time() + 600
+        while _checkpoint_steps(cut, old) < kill_after:
+            assert proc.poll() is None and time.time() < deadline, "the job ended before it could be killed"
+            time.sleep(0.2)
+        # kill -9 the training process itself (Snakemake's job), not Snakemake
+        trainers = [p for p in psutil.Process(proc.pid).children(recursive=True)
+                    if "distill" in " ".join(p.cmdline()) and "loopkv" in " ".join(p.cmdline())]
+        assert trainers, "no running distill process found"
+        for p in trainers:
+            p.send_signal(signal.SIGKILL)
+        proc.wait(120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode != 0                    # its job died: Snakemake failed and kept no output of it
+    resumed_from = _checkpoint_steps(cut, old)
+    assert kill_after <= resumed_from < 30
+    snakemake(cut, CODEC, "--rerun-incomplete", "--configfile", "edited.yaml")
+    a = torch.load(whole / CODEC, weights_only=False)
+    b = torch.load(cut / CODEC, weights_only=False)
+    assert a["codec_state"].keys() == b["codec_state"].keys()
+    for key in a["codec_state"]:
+        assert torch.equal(a["codec_state"][key], b["codec_state"][key]), (key, kill_after)
+    curve_a = json.loads((whole / "results/distill/lla/4x/curve.json").read_text())["curve"]
+    curve_b = json.loads((cut / "results/distill/lla/4x/curve.json").read_text())["curve"]
+    assert curve_a["heldout"] == curve_b["heldout"], f"killed after step {kill_after}, resumed from {resumed_from}"
+    assert [r["loss"] for r in curve_a["train"]] == [r["loss"] for r in curve_b["train"]]
+
+
+def test_snakemake_killed_mid_dag_redoes_no_finished_node(finished, tmp_path):
+    work = _clone(finished, tmp_path / "dag")
+    _edit(work, lambda m: m["method_eval"].update(batch_size=4))     # reruns every Table 1 cell and more
+    outputs = sorted(work.glob("results/methods/*/*/quality.json"))
+    started = time.time()
+    proc = _start(work, "reports/table1.pdf")
+    try:
+        deadline = time.time() + 600
+        while True:
+            # Snakemake removes a job's old outputs when the job starts: only new files count
+            done = [p for p in outputs if p.exists() and p.stat().st_mtime > started]
+            if done:
+                break
+            assert proc.poll() is None and time.time() < deadline, "the DAG ended before it could be killed"
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGKILL)      # Snakemake and every job it runs
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    finished_before = {p: p.stat().st_mtime for p in outputs if p.exists() and p.stat().st_mtime > started}
+    assert 0 < len(finished_before) < len(outputs), "kill the DAG in the middle"
+    snakemake(work, "--unlock", "--configfile", "edited.yaml")   # a killed Snakemake leaves its lock, as documented
+    planned = planned_jobs(work, "--rerun-incomplete", "--configfile", "edited.yaml", "--", "reports/table1.pdf")
+    assert planned["method_eval"] == len(outputs) - len(finished_before)
+    snakemake(work, "reports/table1.pdf", "--rerun-incomplete", "--configfile", "edited.yaml")
+    for p, mtime in finished_before.items():
+        assert p.stat().st_mtime == mtime, f"{p} was redone"
+    for p in outputs:
+        json.loads(p.read_text())                                          # every result complete
+    assert not list(work.glob("results/methods/**/*.tmp"))
+    assert planned_jobs(work, "--configfile", "edited.yaml", "--", "reports/table1.pdf") == {}
