@@ -40,6 +40,7 @@ test-fast: setup
 
 bench: setup
 	$(BIN)/python benchmarks/teacher_throughput.py
+	$(BIN)/python benchmarks/serving.py
 
 lint: setup
 	$(BIN)/snakemake --lint

@@ -21,6 +21,7 @@ include: "workflow/rules/methods.smk"
 include: "workflow/rules/melt.smk"
 include: "workflow/rules/lm_eval.smk"
 include: "workflow/rules/on_policy.smk"
+include: "workflow/rules/serve.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -1,10 +1,15 @@
 import os
-from pathlib import Path
 
-import pytest
+# Triton kernels run in its interpreter on CPU; the flag is read when triton is imported, which
+# importing torch may already do, so it is set before anything else (the GPU benchmark compiles).
+os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from loopkv.data.corpus import build_corpus
-from loopkv.data.tokenizer import load_tokenizer, train_tokenizer
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+from loopkv.data.corpus import build_corpus  # noqa: E402
+from loopkv.data.tokenizer import load_tokenizer, train_tokenizer  # noqa: E402
 
 # offline always: nothing in the suite may reach a hub
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -19,6 +19,7 @@ _COMMAND_MODULES = (
     "loopkv.eval.commands",
     "loopkv.eval.lm_commands",
     "loopkv.analysis.commands",
+    "loopkv.serve.commands",
     "loopkv.report.commands",
     "loopkv.config_commands",
     "loopkv.verify",
@@ -36,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)   # a training command may relaunch itself
     try:
         result = args.func(args)
     except LoopKVError as e:

@@ -263,6 +263,28 @@ def _check_schedules(c: dict) -> Iterator[Problem]:
                    f"must be <= {section}.steps ({c[section]['steps']}), got {c[section]['warmup_steps']}")
 
 
+def _check_serve(c: dict) -> Iterator[Problem]:
+    """Served budgets are labels of methods.budgets; RoPE needs an even head width."""
+    labels = c["methods"]["budgets"]
+    for i, label in enumerate(c["serve"]["budgets"]):
+        if label not in labels:
+            yield f"serve.budgets[{i}]", f"must be a label of methods.budgets ({', '.join(labels)}), got {label!r}"
+    if c["serve"]["latency_budget"] not in labels:
+        yield ("serve.latency_budget",
+               f"must be a label of methods.budgets ({', '.join(labels)}), got {c['serve']['latency_budget']!r}")
+    if c["serve"]["kernel"]["head_dim"] % 2:
+        yield "serve.kernel.head_dim", f"must be even (RoPE rotates pairs), got {c['serve']['kernel']['head_dim']}"
+
+
+def _check_launch(c: dict) -> Iterator[Problem]:
+    """Each DeepSpeed rank takes an equal share of every training batch."""
+    ranks = c["launch"]["ranks"]
+    for section in ("distill", "melt", "on_policy"):
+        if c[section]["batch_size"] % ranks:
+            yield (f"{section}.batch_size",
+                   f"must divide by launch.ranks ({ranks}): each rank takes an equal share, got {c[section]['batch_size']}")
+
+
 def _check_packed_rows(c: dict) -> Iterator[Problem]:
     """Stages that pack whole passkey examples (<bos> + example + <eos>) into rows, like training."""
     for section in ("calibration", "distill", "melt"):
@@ -411,7 +433,8 @@ def _check_served(c: dict, section_key: str) -> Iterator[Problem]:
 
 _SEMANTIC_CHECKS: list[Callable[[dict], Iterator[Problem]]] = [
     _check_corpus, _check_tokenizer, _check_tasks, _check_model, _check_windows, _check_schedules,
-    _check_packed_rows, _check_methods, _check_melt, _check_lm_eval, _check_passkey_grid, _check_on_policy,
+    _check_packed_rows, _check_launch, _check_methods, _check_melt, _check_lm_eval, _check_passkey_grid,
+    _check_on_policy, _check_serve,
 ]
 
 

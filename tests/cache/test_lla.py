@@ -10,7 +10,8 @@ from loopkv.cache.latent_codec import LAYOUTS, LatentCodec
 
 METHOD_LAYOUT = {"lla": "per_head", "lla2d": "joint_heads", "mla_head": "per_loop"}
 # (method, read_path) pairs; mla_head has one read path (its latents are per loop already)
-CACHES = [("lla", "latent"), ("lla", "full"), ("lla2d", "latent"), ("lla2d", "full"), ("mla_head", None)]
+CACHES = [("lla", "latent"), ("lla", "full"), ("lla", "fused"), ("lla2d", "latent"), ("lla2d", "full"),
+          ("lla2d", "fused"), ("mla_head", None)]
 
 
 def full_width(config, method):
@@ -112,7 +113,7 @@ def test_bytes_per_token_match_formula_and_allocation(reference_model, calibrati
         reference_model(torch.randint(3, 256, (2, 1)), cache=cache)
     D, H, T, d = 2, 4, 3, 16
     latents = {"lla": D * H, "lla2d": D, "mla_head": T * D}[method] * (rk + rv)
-    formula = 2 * T * D * H * d * 4 if read_path == "full" else latents * 4
+    formula = 2 * T * D * H * d * 4 if read_path == "full" else latents * 4   # fused stores latents
     assert cache.bytes_per_token(torch.float32) == formula
     assert cache.allocated_bytes() == formula * 2 * 10
 
@@ -164,7 +165,7 @@ def test_latent_and_full_read_paths_give_the_same_logits(reference_model, calibr
     codec = make_codec(config, calibration, 3, 6, METHOD_LAYOUT[method])
     tokens = torch.randint(3, 256, (2, 12))
     logits = {}
-    for read_path in ("latent", "full"):
+    for read_path in ("latent", "full", "fused"):
         cache = build(method, read_path, config, codec)
         with torch.no_grad():
             pieces = [reference_model(tokens[:, :3], cache=cache).logits]
@@ -172,3 +173,19 @@ def test_latent_and_full_read_paths_give_the_same_logits(reference_model, calibr
                 pieces.append(reference_model(tokens[:, i:i + 1], cache=cache).logits)
         logits[read_path] = torch.cat(pieces, 1)
     torch.testing.assert_close(logits["latent"], logits["full"], atol=1e-5, rtol=0)
+    torch.testing.assert_close(logits["fused"], logits["latent"], atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("method", ["lla", "lla2d"])
+def test_fused_path_generates_left_padded_batches_like_the_latent_path(reference_model, calibration, method):
+    """Batched decode with left padding: the fused read (latents read in place, padded slots masked)
+    continues every prompt as the reconstruct-on-read path does."""
+    from loopkv.eval.generation import greedy_generate
+
+    config = reference_model.config
+    codec = make_codec(config, calibration, 3, 6, METHOD_LAYOUT[method])
+    prompts = [[1, 5, 9, 33, 70], [1, 7, 7, 8, 9, 10, 11, 40, 2], [1, 22], [1, 3, 4, 5, 6, 7, 200]]
+    out = {path: greedy_generate(reference_model, prompts, max_new_tokens=8, batch_size=4, eos_id=-1,
+                                 cache_factory=lambda path=path: build(method, path, config, codec))
+           for path in ("latent", "fused")}
+    assert out["fused"] == out["latent"]

@@ -1,11 +1,12 @@
 """The default DAG on a micro config, run for real: outputs, provenance, nothing redone on rerun,
 and a config edit reruns only the rules that use the edited key."""
+import csv
 import json
 
 import pytest
 import yaml
 
-from workflow_helpers import planned_jobs
+from workflow_helpers import planned_jobs, planned_outputs
 
 pytestmark = pytest.mark.slow
 
@@ -113,6 +114,14 @@ def test_a_threads_edit_reruns_nothing(finished):
     assert planned_jobs(finished, "--configfile", "edited.yaml") == {}
 
 
+def test_one_baselines_quantiser_edit_reevaluates_only_its_cell(finished):
+    micro = yaml.safe_load((finished / "micro.yaml").read_text())
+    micro["methods"]["kv_quant_group"] = 16     # kv_quant's own knob (its bits follow from the budget)
+    (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
+    assert planned_jobs(finished, "--configfile", "edited.yaml") == {"method_eval": 1, "table1": 1, "all": 1}
+    assert "results/methods/kv_quant/4x/quality.json" in planned_outputs(finished, "--configfile", "edited.yaml")
+
+
 def test_a_read_path_edit_reevaluates_only_the_lla_cells(finished):
     micro = yaml.safe_load((finished / "micro.yaml").read_text())
     micro["methods"]["read_path"] = "latent"
@@ -215,3 +224,23 @@ def test_passkey_grid_and_on_policy_reports(finished):
     assert exposure["curves"][0]["budget"] == "4x" and sum(p["n"] for p in exposure["curves"][0]["on"]) == 6
     for name in ("fig8_passkey.pdf", "table12.pdf", "table4.pdf", "fig7_exposure.pdf"):
         assert (finished / "reports" / name).read_bytes().startswith(b"%PDF")
+
+
+def test_serving_tables_measure_bytes_capacity_and_speed(finished):
+    result = json.loads((finished / "results/serve/serving.json").read_text())
+    rows = {(r["scale"], r["method"], r["budget"]): r for r in result["footprint_capacity"]}
+    assert rows["ouro-1.4b", "full", "1x"]["bytes_per_token"] == 768 * 1024
+    assert rows["ouro-1.4b", "lla", "4x"]["bytes_per_token"] == 192 * 1024
+    for r in result["footprint_capacity"]:
+        assert r["allocated_bytes_per_token"] == r["formula_bytes_per_token_compute_dtype"]
+        assert r["capacity_ratio"] >= 0.9 * r["compression"]          # capacity follows compression
+    speed = {(r["method"], r["batch"]) for r in result["latency"]}
+    assert speed == {(m, b) for m in ("teacher", "lla 4x full", "lla 4x latent", "lla 4x fused", "melt")
+                     for b in (1, 2)}
+    assert all(r["tokens_per_s"] > 0 and r["device"] for r in result["latency"])
+    kernel = json.loads((finished / "results/serve/kernel.json").read_text())["rows"]
+    assert [r["impl"] for r in kernel] == ["teacher", "reconstruct", "fused"]
+    for name in ("table5", "table13"):
+        with open(finished / f"reports/{name}.csv") as f:
+            table = list(csv.DictReader(f))
+        assert table and all(row["device"] for row in table)          # the device named on every number

@@ -37,3 +37,16 @@ def planned_jobs(workdir: Path, *args: str) -> dict[str, int]:
         if len(parts) == 2 and parts[1].isdigit() and parts[0] not in ("total", "job"):
             jobs[parts[0]] = int(parts[1])
     return jobs
+
+
+def planned_outputs(workdir: Path, *args: str) -> dict[str, str]:
+    """Output file -> Snakemake's reason, for every job a dry run would run."""
+    out = snakemake(workdir, "-n", *args).stdout
+    planned, outputs = {}, []
+    for line in out.splitlines():
+        line = line.strip()
+        if line.startswith("output:"):
+            outputs = [p.strip() for p in line.removeprefix("output:").split(",")]
+        elif line.startswith("reason:"):
+            planned.update({p: line.removeprefix("reason:").strip() for p in outputs})
+    return planned

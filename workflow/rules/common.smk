@@ -25,6 +25,12 @@ REPORTS = config["reports_dir"]
 LOGS = config["logs_dir"]
 
 
+# DeepSpeed training jobs: ranks per job (torchrun when > 1) and the GPUs each asks the scheduler
+# for. Resources, not params: they change no result, so editing them reruns nothing.
+TRAIN_RANKS = config["launch"]["ranks"]
+TRAIN_GPUS = config["launch"]["gpus"]
+
+
 def more_memory_per_attempt(base_mb):
     """mem_mb of a job: the base on the first attempt, twice it on the first retry, and so on
     (the SLURM profile retries a failed job; one killed for memory comes back with more)."""
@@ -83,7 +89,8 @@ def default_targets():
     suite = [f"{REPORTS}/table7.pdf"] if LM_MODELS and LM_TASK_DATA else []
     suite += [f"{REPORTS}/fig8_passkey.pdf"] if config["passkey_grid"]["models"] else []
     suite += [f"{REPORTS}/table4.pdf"] if config["on_policy"]["budgets"] else []
-    return teacher + [f"{REPORTS}/fig2_spectra.pdf", f"{REPORTS}/table1.pdf"] + melt + suite
+    serving = [f"{REPORTS}/table5.pdf", f"{REPORTS}/table13.pdf"]
+    return teacher + [f"{REPORTS}/fig2_spectra.pdf", f"{REPORTS}/table1.pdf"] + melt + suite + serving
 
 
 # ---- KV methods at equal budgets (LLA Table 1)
@@ -106,6 +113,8 @@ def methods_slice(method, budget, served=True):
     sliced = {"cache_dtype": methods["cache_dtype"], "k_share": methods["k_share"], "budgets": budgets}
     if served and method in READ_PATH_METHODS:
         sliced["read_path"] = methods["read_path"]
+    if method == "kv_quant":
+        sliced["kv_quant_group"] = methods["kv_quant_group"]
     return sliced
 
 
@@ -232,3 +241,13 @@ def on_policy_cfg(wildcards):
     own = {k: v for k, v in config["on_policy"].items() if k not in ("threads", "exposure_bin_tokens", "budgets")}
     return json.dumps({"on_policy": own, "methods": methods_slice(wildcards.method, wildcards.budget, served=False),
                        "model": {"dtype": config["model"]["dtype"]}}, sort_keys=True)
+
+
+# ---- serving benchmarks (LLA Table 5 / 13): random-weight models of the configured architecture
+def serve_cfg():
+    arch = {k: v for k, v in config["model"]["arch"].items() if k != "sublayer_norm_init"}
+    arch["vocab_size"] = config["data"]["tokenizer"]["vocab_size"]
+    serve = {k: v for k, v in config["serve"].items() if k not in ("kernel", "threads")}
+    methods = {k: config["methods"][k] for k in ("cache_dtype", "k_share", "budgets")}
+    return json.dumps({"serve": {**serve, "threads": config["serve"]["threads"]}, "arch": arch, "methods": methods},
+                      sort_keys=True)

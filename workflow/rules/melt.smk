@@ -28,6 +28,8 @@ rule melt_stage1:
     resources:
         runtime=240,
         mem_mb=more_memory_per_attempt(8000),
+        ranks=TRAIN_RANKS,
+        gpu=TRAIN_GPUS,
     log:
         f"{LOGS}/melt/{{recipe}}_stage1.log",
     conda:
@@ -35,7 +37,7 @@ rule melt_stage1:
     shell:
         "loopkv melt-train --cfg {params.cfg:q} --seed {params.seed} --teacher {params.teacher}"
         " --corpus {params.corpus} {params.tasks} --out {params.out} --checkpoints {params.checkpoints}"
-        " --threads {threads} --no-progress > {log} 2>&1"
+        " --threads {threads} --ranks {resources.ranks} --no-progress > {log} 2>&1"
 
 
 rule melt_stage2:
@@ -61,6 +63,8 @@ rule melt_stage2:
     resources:
         runtime=240,
         mem_mb=more_memory_per_attempt(8000),
+        ranks=TRAIN_RANKS,
+        gpu=TRAIN_GPUS,
     log:
         f"{LOGS}/melt/{{recipe}}_stage2.log",
     conda:
@@ -68,7 +72,7 @@ rule melt_stage2:
     shell:
         "loopkv melt-train --cfg {params.cfg:q} --seed {params.seed} --teacher {params.teacher}"
         " --init {params.init} --corpus {params.corpus} {params.tasks} --out {params.out}"
-        " --checkpoints {params.checkpoints} --threads {threads} --no-progress > {log} 2>&1"
+        " --checkpoints {params.checkpoints} --threads {threads} --ranks {resources.ranks} --no-progress > {log} 2>&1"
 
 
 rule melt_eval:
@@ -158,8 +162,8 @@ rule melt_memory:
     params:
         cfg=lambda w: json.dumps({
             "melt": {k: config["melt"][k] for k in ("memory_lengths", "memory_batch", "memory_loops", "memory_methods")},
-            "methods": {k: config["methods"][k] for k in ("cache_dtype", "k_share")}
-            | {"budgets": {MELT_BUDGET: config["methods"]["budgets"][MELT_BUDGET]}},
+            "methods": methods_slice("kv_quant" if "kv_quant" in config["melt"]["memory_methods"] else "lla",
+                                     MELT_BUDGET, served=False),
             "model": {"dtype": config["model"]["dtype"]}}, sort_keys=True),
         teacher=parent("teacher"),
         student=parent("student"),

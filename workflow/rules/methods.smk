@@ -28,6 +28,8 @@ rule distill:
     resources:
         runtime=120,
         mem_mb=more_memory_per_attempt(8000),
+        ranks=TRAIN_RANKS,
+        gpu=TRAIN_GPUS,
     log:
         f"{LOGS}/distill/{{method}}_{{budget}}.log",
     conda:
@@ -36,7 +38,7 @@ rule distill:
         "loopkv distill --cfg {params.cfg:q} --seed {params.seed} --method {wildcards.method}"
         " --budget {wildcards.budget} --teacher {params.teacher} --calibration {input.calibration}"
         " --corpus {params.corpus} {params.tasks} --out {output.codec} --curve {output.curve}"
-        " --checkpoints {params.checkpoints} --threads {threads} --no-progress > {log} 2>&1"
+        " --checkpoints {params.checkpoints} --threads {threads} --ranks {resources.ranks} --no-progress > {log} 2>&1"
 
 
 rule method_eval:

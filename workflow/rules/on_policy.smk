@@ -24,6 +24,8 @@ rule distill_on_policy:
     resources:
         runtime=120,
         mem_mb=more_memory_per_attempt(8000),
+        ranks=TRAIN_RANKS,
+        gpu=TRAIN_GPUS,
     log:
         f"{LOGS}/on_policy/{{method}}_{{budget}}.log",
     conda:
@@ -32,7 +34,7 @@ rule distill_on_policy:
         "loopkv distill-on-policy --cfg {params.cfg:q} --seed {params.seed} --method {wildcards.method}"
         " --budget {wildcards.budget} --teacher {params.teacher} --init {input.init} --corpus {params.corpus}"
         " {params.prompts} --out {output.codec} --curve {output.curve} --checkpoints {params.checkpoints}"
-        " --threads {threads} --no-progress > {log} 2>&1"
+        " --threads {threads} --ranks {resources.ranks} --no-progress > {log} 2>&1"
 
 
 rule on_policy_eval:

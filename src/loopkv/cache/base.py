@@ -106,12 +106,16 @@ class LoopCache(ABC):
 
     # -- helpers for subclasses -----------------------------------------------------------
     def rope(self, positions: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        """Rotate k (B, H, L, d) to `positions` (B, L); tables are reused across the T*D calls of one forward."""
+        """Rotate k (B, H, L, d) to `positions` (B, L)."""
+        return apply_rope(k, *self.rope_tables(positions, k.dtype))
+
+    def rope_tables(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin (B, 1, L, d) of `positions`, reused across the T*D calls of one forward."""
         entry = self._rope_tables.get(id(positions))
-        if entry is None or entry[0] is not positions or entry[1].dtype != k.dtype:
-            entry = (positions, *self.rotary.cos_sin(positions, k.dtype))
+        if entry is None or entry[0] is not positions or entry[1].dtype != dtype:
+            entry = (positions, *self.rotary.cos_sin(positions, dtype))
             self._rope_tables[id(positions)] = entry
-        return apply_rope(k, entry[1], entry[2])
+        return entry[1], entry[2]
 
     def entry(self, loop: int, layer: int) -> int:
         """Index of a (loop, layer) entry, Ouro's convention: loop * num_layers + layer."""

@@ -10,6 +10,10 @@ Read paths (config `read_path`):
   c W_up,t^T + mu_t) and K is rotated to each token's position. The capacity path.
 - full: the reconstructed, rotated K/V of every loop are stored at encode time: no memory saving,
   no decode per read (the paper's "full-memory" path).
+- fused: latent storage as `latent`, but attention over past tokens reads the latents directly
+  (serve/latent_attention.py: K rebuilt per tile, V absorbed; the Triton kernel on CUDA, the tiled
+  torch path elsewhere): no K/V of the context is materialised. New tokens attend to their own
+  exact K/V and the two parts are merged through their log-sum-exp.
 
 Bytes per token: latent = D * H * (r_k + r_v) * bytes(dtype);
                  full   = 2 * T * D * H * d_head * bytes(dtype) (same as the teacher).
@@ -19,10 +23,11 @@ from __future__ import annotations
 
 import torch
 
-from loopkv.cache.base import LoopCache, concat
+from loopkv.cache.base import LoopCache, attention, concat
 from loopkv.cache.latent_codec import LAYOUTS, LatentCodec, model_sizes
+from loopkv.serve.latent_attention import exact_attention_with_lse, latent_attention, merge_partial_attention
 
-READ_PATHS = ("latent", "full")
+READ_PATHS = ("latent", "full", "fused")
 
 
 class LLACache(LoopCache):
@@ -48,6 +53,7 @@ class LLACache(LoopCache):
         self._pending_kv: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
         self._rows = [codec.loop_rows(t) for t in range(T)]
         self._traced_latents: dict[int, tuple] = {}   # layer -> (trace, latents) for reconstruct()
+        self._decoders: dict[tuple, tuple] = {}        # (kind, layer, loop) -> decoder rows (fused reads)
 
     def update(self, loop, layer, positions, k, v):
         self._pending_kv.setdefault(layer, []).append((k, v))
@@ -58,6 +64,38 @@ class LLACache(LoopCache):
         if past_k is None:
             return new_k, v
         return torch.cat([past_k, new_k], dim=2), torch.cat([past_v, v.to(past_v.dtype)], dim=2)
+
+    def attend(self, loop, layer, positions, q, k, v, mask):
+        if self.read_path != "fused":
+            return super().attend(loop, layer, positions, q, k, v, mask)
+        self._pending_kv.setdefault(layer, []).append((k, v))
+        past_k, past_v = self.latents["k"][layer], self.latents["v"][layer]   # before this forward's tokens
+        if loop == self.num_loops - 1:
+            self._encode(layer)
+        new_k = self.rope(positions, k)
+        if past_k is None:
+            return attention(q, new_k, v, mask)
+        past = past_k.shape[1]
+        # past tokens precede every new one: their validity is the same for all queries (padding only)
+        key_valid = None if mask is None else mask[:, 0, -1, :past]
+        own = exact_attention_with_lse(q, new_k, v, None if mask is None else mask[..., past:])
+        read = latent_attention(q, past_k, past_v, *self.loop_decoder("k", layer, loop),
+                                *self.loop_decoder("v", layer, loop), self.positions, key_valid, self.rotary.theta,
+                                rope_tables=self.rope_tables(self.positions, torch.float32))
+        return merge_partial_attention(*read, *own)[0].to(q.dtype)
+
+    def loop_decoder(self, kind: str, layer: int, loop: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(up (H_kv, d_head, r), mu (H_kv, d_head)): the rows of `layer`'s decoder that give `loop`.
+        Gathered once per decode, not per call; a codec updated in place (training) is re-gathered."""
+        mu, _, up = self.codec.params(kind)
+        key, version = (kind, layer, loop), (up._version, mu._version, up.data_ptr(), mu.data_ptr())
+        hit = self._decoders.get(key)
+        if hit is None or hit[0] != version:
+            groups, rows = self._groups(layer), self._rows[loop]
+            rows_up, rows_mu = up[groups][:, rows].detach(), mu[groups][:, rows].detach()
+            hit = self._decoders[key] = (version, rows_up.reshape(self.num_kv_heads, self.head_dim, up.shape[-1]),
+                                         rows_mu.reshape(self.num_kv_heads, self.head_dim))
+        return hit[1], hit[2]
 
     # -- internals -------------------------------------------------------------------------
     def _groups(self, layer: int) -> slice:

@@ -38,6 +38,10 @@ def configured_setting(methods_cfg: dict, method: str, budget: str, config) -> d
     if budget not in ratios:
         raise LoopKVError(f"config key 'methods.budgets' has no budget {budget!r} (known: {', '.join(ratios)})")
     setting = method_setting(method, ratios[budget], config, methods_cfg["cache_dtype"], methods_cfg["k_share"])
+    if method == "kv_quant":   # the baseline's own knob: tokens per key-quantisation group
+        if "kv_quant_group" not in methods_cfg:
+            raise LoopKVError("config key 'methods.kv_quant_group' is missing from this job's methods slice")
+        setting["kwargs"] = {**setting["kwargs"], "group_size": methods_cfg["kv_quant_group"]}
     return {**setting, "budget": budget}
 
 

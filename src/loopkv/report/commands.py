@@ -25,6 +25,14 @@ def register(sub) -> None:
         p.add_argument(f"--{fmt}", required=True)
     p.set_defaults(func=_table7)
 
+    for name, what in (("table5", "LLA Table 5 (serving) from a serve-bench result"),
+                       ("table13", "LLA Table 13 (latent-attention kernel) from a kernel-bench result")):
+        p = sub.add_parser(name, help=what)
+        p.add_argument("--result", required=True, help="the benchmark's result JSON")
+        for fmt in ("pdf", "csv", "tex"):
+            p.add_argument(f"--{fmt}", required=True)
+        p.set_defaults(func=_serving_table, table=name)
+
     p = sub.add_parser("fig8", help="LLA Figure 8 (passkey heatmaps) and Table 12 from merged passkey-grid results")
     p.add_argument("--data", required=True, help="the grid's test.jsonl")
     p.add_argument("--results", nargs="+", required=True, help="lm-eval-merge JSONs of loopkv_passkey_grid, in order")
@@ -111,6 +119,20 @@ def _table7(args) -> None:
     title = "LLA Table 7, the broad suite through lm-eval: our measurements (left) beside the paper's (right)"
     with atomic_path(args.pdf) as pdf, atomic_path(args.csv) as csv_path, atomic_path(args.tex) as tex:
         tables.write_all(rows, table7.SPEC, table7.note(rows), title, pdf, csv_path, tex)
+
+
+def _serving_table(args) -> None:
+    from loopkv.report import serving_tables, tables
+
+    result = json.loads(Path(args.result).read_text())
+    if args.table == "table5":
+        rows, spec, note = serving_tables.table5_rows(result), serving_tables.TABLE5, serving_tables.table5_note(result)
+        title = "LLA Table 5, serving: bytes per token, capacity and decode speed (ours) beside the paper's"
+    else:
+        rows, spec, note = serving_tables.table13_rows(result), serving_tables.TABLE13, serving_tables.table13_note(result)
+        title = "LLA Table 13, latent-attention kernel vs the teacher's attention and reconstruct-then-attend"
+    with atomic_path(args.pdf) as pdf, atomic_path(args.csv) as csv_path, atomic_path(args.tex) as tex:
+        tables.write_all(rows, spec, note, title, pdf, csv_path, tex)
 
 
 def _table1(args) -> None:

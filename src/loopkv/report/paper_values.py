@@ -69,3 +69,21 @@ TABLE4 = {3.2: {"off": 0.46, "on": 0.70, "no_answer_off": 0.21, "no_answer_on": 
           5.33: {"off": 0.53, "on": 0.69, "no_answer_off": 0.12, "no_answer_on": 0.03},
           10.67: {"off": 0.65, "on": 0.69, "no_answer_off": 0.09, "no_answer_on": 0.07},
           21.33: {"off": 0.66, "on": 0.62, "no_answer_off": 0.11, "no_answer_on": 0.05}}
+
+# LLA Table 5 (serving on one H200): KV bytes per token (KiB, bf16) and the largest batch at a 4k
+# context, per (model, method, ratio); speeds of the two serving paths (LLA 4x full-memory vs the
+# teacher in ms/token; the capacity path's peak throughput at 21.3x vs the teacher's, tokens/s).
+TABLE5_SOURCE = "LLA paper, Table 5 (Ouro-1.4B / 2.6B, one H200, 4k context)"
+TABLE5_FOOTPRINT = {("ouro-1.4b", "full", 1.0): {"kib": 768, "max_batch": 32},
+                    ("ouro-1.4b", "lla", 4.0): {"kib": 192, "max_batch": 128},
+                    ("ouro-1.4b", "lla", 21.33): {"kib": 36, "max_batch": 768},
+                    ("ouro-2.6b", "full", 1.0): {"max_batch": 16},
+                    ("ouro-2.6b", "lla", 4.0): {"max_batch": 64}}
+TABLE5_SPEED = {"teacher": {"ms_per_token": 63.6, "peak_tokens_per_s": 748},
+                "lla full": {"ms_per_token": 74.1},
+                "lla latent": {"peak_tokens_per_s": 108, "note": "at 21.3x"}}
+
+# LLA Table 13 (random-weight kernel benchmark, 262144-token context): the absorbed kernel vs the
+# teacher's attention (ms/token), and its speed-up over reconstruct-then-attend.
+TABLE13_SOURCE = "LLA paper, Table 13 (random weights, 262144-token context)"
+TABLE13 = {"context": 262144, "fused_ms": 4.25, "teacher_ms": 4.46, "speedup_vs_reconstruct": 2.30}

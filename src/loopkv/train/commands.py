@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from loopkv.cli_args import json_arg, named_path
+from loopkv.train.launch import is_main_process, relaunch_on_ranks, world_size
 from loopkv.utils.atomic import atomic_path, write_json
 from loopkv.utils.provenance import Provenance
 
@@ -33,6 +34,8 @@ def register(sub) -> None:
     p.add_argument("--curve", required=True, help="training curve JSON")
     p.add_argument("--checkpoints", required=True, help="directory for resumable DeepSpeed checkpoints")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (not part of the result)")
+    p.add_argument("--ranks", type=int, default=1,
+                   help="DeepSpeed ranks on this node (> 1: relaunch under torchrun; not part of the result)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=_distill)
 
@@ -52,6 +55,8 @@ def register(sub) -> None:
     p.add_argument("--curve", required=True, help="training curve JSON")
     p.add_argument("--checkpoints", required=True, help="directory for resumable DeepSpeed checkpoints")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (not part of the result)")
+    p.add_argument("--ranks", type=int, default=1,
+                   help="DeepSpeed ranks on this node (> 1: relaunch under torchrun; not part of the result)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=_distill_on_policy)
 
@@ -66,6 +71,8 @@ def register(sub) -> None:
     p.add_argument("--out", required=True, help="MELT model directory to write (best held-out state)")
     p.add_argument("--checkpoints", required=True, help="directory for resumable DeepSpeed checkpoints")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (not part of the result)")
+    p.add_argument("--ranks", type=int, default=1,
+                   help="DeepSpeed ranks on this node (> 1: relaunch under torchrun; not part of the result)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=_melt_train)
 
@@ -98,6 +105,7 @@ def _distill(args) -> None:
     from loopkv.train.distill import distill_codec
     from loopkv.utils.seeding import derive_seed, seed_everything
 
+    relaunch_on_ranks(args.ranks, args.argv)
     cfg = args.cfg["distill"]
     if args.method not in CODEC_METHODS:
         raise LoopKVError(f"{args.method} has no codec to distil (codec methods: {', '.join(CODEC_METHODS)})")
@@ -119,10 +127,12 @@ def _distill(args) -> None:
     result = distill_codec({**cfg, "dtype": args.cfg["model"]["dtype"]}, model, view,
                            batches, val, checkpoints,
                            progress=not args.no_progress)
+    if not is_main_process():   # every rank holds the same result; one writes it
+        return
     with atomic_path(args.out) as tmp:
         torch.save({"setting": setting, "codec_state": result["codec_state"], "best": result["best"]}, tmp)
     write_json(args.curve, {"setting": setting, "best": result["best"], "curve": result["curve"],
-                            "provenance": prov.block()})
+                            "ranks": world_size(), "provenance": prov.block()})
 
 
 def _distill_on_policy(args) -> None:
@@ -139,6 +149,7 @@ def _distill_on_policy(args) -> None:
     from loopkv.utils.atomic import read_jsonl
     from loopkv.utils.seeding import derive_seed, seed_everything
 
+    relaunch_on_ranks(args.ranks, args.argv)
     cfg = args.cfg["on_policy"]
     if args.method not in CODEC_METHODS:
         raise LoopKVError(f"{args.method} has no codec to distil (codec methods: {', '.join(CODEC_METHODS)})")
@@ -169,11 +180,13 @@ def _distill_on_policy(args) -> None:
     result = distill_codec({**cfg, "dtype": args.cfg["model"]["dtype"]}, model, view, batches, val, checkpoints,
                            progress=not args.no_progress,
                            heldout=lambda d: on_policy_heldout(d, student_cache, val_prompts, cfg, val))
+    if not is_main_process():   # every rank holds the same result; one writes it
+        return
     with atomic_path(args.out) as tmp:
         torch.save({"setting": setting, "codec_state": result["codec_state"], "best": result["best"],
                     "on_policy": True}, tmp)
     write_json(args.curve, {"setting": setting, "best": result["best"], "curve": result["curve"],
-                            "init_best": saved["best"], "provenance": prov.block()})
+                            "ranks": world_size(), "init_best": saved["best"], "provenance": prov.block()})
 
 
 def _training_rows(tokenizer, corpus: str, task_dirs: dict, cfg: dict, seed: int, section: str):
@@ -199,6 +212,7 @@ def _melt_train(args) -> None:
     from loopkv.train.melt import train_melt_stage
     from loopkv.utils.seeding import derive_seed, seed_everything
 
+    relaunch_on_ranks(args.ranks, args.argv)
     cfg, dtype = args.cfg["melt"], args.cfg["model"]["dtype"]
     stage = cfg["stage"]
     if (stage == 2) != bool(args.init):
@@ -220,8 +234,10 @@ def _melt_train(args) -> None:
     checkpoints = Path(args.checkpoints) / prov.key()   # never resume a run of another config
     result = train_melt_stage({**cfg, "dtype": dtype}, teacher, student, stage, batches, val, checkpoints,
                               progress=not args.no_progress)
+    if not is_main_process():   # every rank holds the same result; one writes it
+        return
     student.load_state_dict(result["state"])
     with atomic_path(args.out) as tmp:
         save_melt(student, tmp, tokenizer)
         write_json(tmp / "train_curve.json", {"stage": stage, "best": result["best"], "curve": result["curve"],
-                                              "provenance": prov.block()})
+                                              "ranks": world_size(), "provenance": prov.block()})

@@ -5,7 +5,7 @@ on GPUs (nccl, one process per GPU under `deepspeed`/`torchrun`). ZeRO stage fro
 learning rate is set every step from the caller's schedule (a function of the step, so a resumed
 run computes the same updates as an uninterrupted one). Checkpoints are DeepSpeed's own (optimizer
 state partitioned per rank); `latest` is written after a tag is complete, so a kill mid-save
-resumes from the previous tag. Frozen parameters (the teacher) are never written.
+resumes from the previous tag (we write `latest` atomically ourselves). Frozen parameters (the teacher) are never written.
 
 DeepSpeed JIT-compiles a small C++ op the first time (tens of seconds on CPU); torch caches it in
 TORCH_EXTENSIONS_DIR (default ~/.cache/torch_extensions), so later runs start in about a second.
@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from loopkv.errors import LoopKVError
+from loopkv.utils.atomic import write_text
 
 LATEST = "latest"
 
@@ -106,11 +107,22 @@ class Engine:
         torch.distributed.all_reduce(stacked)
         return {k: float(v) / self.world_size for k, v in zip(keys, stacked)}
 
+    def _own(self, directory: str | os.PathLike) -> Path:
+        """The checkpoint folder of this world size: ZeRO partitions the optimizer state per rank, so
+        a checkpoint resumes only with the number of ranks that wrote it."""
+        return Path(directory) / f"world{self.world_size}"
+
     def save(self, directory: str | os.PathLike, step: int, client_state: dict, keep: int = 2) -> None:
-        directory = Path(directory)
-        self.engine.save_checkpoint(str(directory), tag=f"step{step:08d}", client_state=client_state,
-                                    exclude_frozen_parameters=True)
-        if self.rank == 0:   # older tags are dead weight once `latest` points past them
+        directory = self._own(directory)
+        tag = f"step{step:08d}"
+        # DeepSpeed writes `latest` in place (truncate, then write): a kill between the two leaves it
+        # empty. We write it ourselves, atomically, once every rank's files of the tag are complete.
+        self.engine.save_checkpoint(str(directory), tag=tag, client_state=client_state,
+                                    exclude_frozen_parameters=True, save_latest=False)
+        torch.distributed.barrier()
+        if self.rank == 0:
+            write_text(directory / LATEST, tag)
+            # older tags are dead weight once `latest` points past them
             tags = sorted(p for p in directory.glob("step*") if p.is_dir())
             for old in tags[:-keep]:
                 shutil.rmtree(old, ignore_errors=True)
@@ -118,7 +130,7 @@ class Engine:
 
     def load(self, directory: str | os.PathLike) -> dict | None:
         """The client state of the latest checkpoint (engine state restored), or None."""
-        directory = Path(directory)
+        directory = self._own(directory)
         if not (directory / LATEST).exists():
             return None
         try:

@@ -1,0 +1,1 @@
+"""Serving: bytes per token, capacity, latency/throughput, latent-attention kernels."""

@@ -1,0 +1,100 @@
+"""Capacity: the largest batch of sequences at a context length whose cache fits a memory budget,
+found by search over real allocations.
+
+A probe builds the method's cache for `batch` rows of `context` tokens (serve/footprint.py,
+chunked so the transient K/V of the fill stays small) and asks whether weights + what the cache
+allocated fit the budget. On CPU the budget is configured (bytes); on a GPU the probe allocates on
+the device and the budget is the device's free memory (an out-of-memory error means it does not
+fit). Transient decode workspace is not counted on CPU (the cache and the weights are).
+"""
+from __future__ import annotations
+
+import gc
+from typing import Callable
+
+import torch
+
+from loopkv.serve.footprint import fill_cache, served_cache
+
+
+def max_batch(fits: Callable[[int], bool], limit: int = 1 << 20, guess: int | None = None) -> int:
+    """The largest batch b <= limit with fits(b), for a `fits` that is monotone (true up to some b,
+    false after): doubling, then bisection. 0 when not even one row fits. A `guess` (e.g. from the
+    formula) is checked first: fits(guess) and not fits(guess + 1) settles it in two probes;
+    otherwise it still bounds the search."""
+    if guess is not None and 1 <= guess <= limit:
+        if fits(guess):
+            if guess == limit or not fits(guess + 1):
+                return guess
+            low, high = guess + 1, 2 * (guess + 1)
+        else:
+            low, high = 0, guess
+            if not fits(1):
+                return 0
+            low = 1
+        while high <= limit and low < high and fits(high):
+            low, high = high, high * 2
+        high = min(high, limit + 1)
+        while high - low > 1:
+            mid = (low + high) // 2
+            if fits(mid):
+                low = mid
+            else:
+                high = mid
+        return low
+    if not fits(1):
+        return 0
+    low, high = 1, 2
+    while high <= limit and fits(high):
+        low, high = high, high * 2
+    high = min(high, limit + 1)           # fits(high) is false, or high is past the limit
+    while high - low > 1:
+        mid = (low + high) // 2
+        if fits(mid):
+            low = mid
+        else:
+            high = mid
+    return low
+
+
+def cache_probe(setting: dict, config, context: int, budget_bytes: int | None, weights_bytes: int,
+                dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu",
+                read_path: str | None = None, chunk: int = 128) -> Callable[[int], bool]:
+    """fits(batch): does a cache of `batch` x `context` tokens, plus the weights, fit?
+    budget_bytes None on CUDA = the device's memory (allocation failure = does not fit)."""
+    step = context if str(device) == "meta" else chunk    # meta tensors cost nothing: one fill
+    def fits(batch: int) -> bool:
+        cache = served_cache(setting, config, read_path=read_path, device=device, dtype=dtype)
+        try:
+            for start in range(0, context, step):
+                fill_cache(cache, batch, min(step, context - start), dtype, device, seed=start, random=False)
+                if budget_bytes is not None and weights_bytes + cache.allocated_bytes() > budget_bytes:
+                    return False
+            return budget_bytes is None or weights_bytes + cache.allocated_bytes() <= budget_bytes
+        except torch.OutOfMemoryError:
+            return False
+        finally:
+            del cache
+            gc.collect()
+            if str(device).startswith("cuda"):
+                torch.cuda.empty_cache()
+    return fits
+
+
+def capacity(setting: dict, config, context: int, budget_bytes: int | None, weights_bytes: int,
+             dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu",
+             read_path: str | None = None, limit: int = 1 << 16) -> dict:
+    """{"max_batch", "cache_bytes_at_max"}: the search's answer and the bytes its cache allocated."""
+    fits = cache_probe(setting, config, context, budget_bytes, weights_bytes, dtype, device, read_path)
+    guess = None
+    if budget_bytes is not None:   # one row's cache, sized on the meta device, predicts the answer
+        one = served_cache(setting, config, read_path=read_path, device="meta", dtype=dtype)
+        per_row = fill_cache(one, 1, context, dtype, "meta").allocated_bytes()
+        guess = max(1, (budget_bytes - weights_bytes) // per_row) if per_row else None
+    best = max_batch(fits, limit, guess)
+    cache_bytes = 0
+    if best:   # sizes of the winning cache, counted on the meta device (nothing allocated)
+        cache = served_cache(setting, config, read_path=read_path, device="meta", dtype=dtype)
+        cache_bytes = fill_cache(cache, best, context, dtype, "meta").allocated_bytes()
+    return {"max_batch": best, "cache_bytes_at_max": cache_bytes, "context": context,
+            "budget_bytes": budget_bytes, "weights_bytes": weights_bytes, "device": str(device)}

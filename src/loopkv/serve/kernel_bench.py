@@ -1,0 +1,84 @@
+"""Kernel benchmark (LLA Table 13's measurement): one decode query per head attending over a long
+context, random weights, three ways measured interleaved in one run:
+
+- teacher:     scaled dot-product attention over stored, rotated K and V (what the teacher reads)
+- reconstruct: rebuild every K (rotated) and V from latents, then attend (the capacity path)
+- fused:       latent attention read in place (the Triton kernel on CUDA; the tiled torch path on CPU)
+
+Times are per call = one (loop, layer) for every head of `batch` rows; a decode token makes T*D
+such calls. Bytes read from the cache per call are reported beside (teacher 2*d per key and head,
+latents r_k + r_v).
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+from loopkv.models.rope import Rotary, apply_rope
+from loopkv.serve.latency import device_name
+from loopkv.serve.latent_attention import latent_attention, reference_latent_attention
+
+
+def _inputs(batch, heads, context, head_dim, r_k, r_v, dtype, device, seed=0):
+    g = torch.Generator().manual_seed(seed)
+
+    def rand(*shape, scale=1.0):
+        return (torch.randn(*shape, generator=g) * scale).to(device=device, dtype=dtype)
+
+    latents = {"q": rand(batch, heads, 1, head_dim), "ck": rand(batch, context, heads, r_k),
+               "cv": rand(batch, context, heads, r_v), "up_k": rand(heads, head_dim, r_k, scale=r_k**-0.5),
+               "mu_k": rand(heads, head_dim), "up_v": rand(heads, head_dim, r_v, scale=r_v**-0.5),
+               "mu_v": rand(heads, head_dim),
+               "positions": torch.arange(context, device=device).expand(batch, context).contiguous()}
+    # the teacher's stored cache: rotated K and V of every key (what it would have written)
+    cos, sin = Rotary(head_dim, 1e6).cos_sin(latents["positions"], dtype)
+    keys = apply_rope(rand(batch, heads, context, head_dim), cos, sin)
+    return latents, keys, rand(batch, heads, context, head_dim)
+
+
+def _timed(fn, device: torch.device) -> float:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start
+
+
+@torch.no_grad()
+def kernel_rows(contexts: list[int], heads: int, head_dim: int, r_k: int, r_v: int, batch: int = 1,
+                rounds: int = 5, warmup: int = 1, dtype: torch.dtype = torch.float32,
+                device: str | torch.device = "cpu") -> list[dict]:
+    device = torch.device(device)
+    element = torch.tensor([], dtype=dtype).element_size()
+    rows = []
+    for context in contexts:
+        lat, keys, values = _inputs(batch, heads, context, head_dim, r_k, r_v, dtype, device)
+        args = (lat["q"], lat["ck"], lat["cv"], lat["up_k"], lat["mu_k"], lat["up_v"], lat["mu_v"], lat["positions"])
+        ways = {"teacher": lambda: F.scaled_dot_product_attention(lat["q"], keys, values),
+                "reconstruct": lambda: reference_latent_attention(*args, rope_theta=1e6),
+                "fused": lambda: latent_attention(*args, rope_theta=1e6)}
+        names = list(ways)
+        times: dict[str, list[float]] = {n: [] for n in names}
+        for round_ in range(warmup + rounds):
+            shift = round_ % len(names)
+            for name in names[shift:] + names[:shift]:
+                seconds = _timed(ways[name], device)
+                if round_ >= warmup:
+                    times[name].append(seconds)
+        ms = {n: 1000 * statistics.median(t) for n, t in times.items()}
+        read = {"teacher": 2 * head_dim, "reconstruct": r_k + r_v, "fused": r_k + r_v}
+        for name in names:
+            rows.append({"context": context, "impl": name, "ms_per_call": ms[name],
+                         "ratio_to_teacher": ms[name] / ms["teacher"],
+                         "speedup_vs_reconstruct": ms["reconstruct"] / ms[name],
+                         "cache_bytes_read": batch * heads * context * read[name] * element,
+                         "batch": batch, "heads": heads, "head_dim": head_dim, "r_k": r_k, "r_v": r_v,
+                         "dtype": str(dtype).removeprefix("torch."), "rounds": rounds,
+                         "device": device_name(device)})
+        del lat, keys, values
+    return rows

@@ -1,0 +1,107 @@
+"""Latency and throughput of served methods: prefill time, decode ms/token, tokens/s and peak memory
+at several batch sizes, every method measured in one process, interleaved, after warm-up.
+
+One run = prefill a (batch, prompt_len) prompt through a fresh cache, then `new_tokens` greedy
+decode steps (one token per row per step; no early stop, so every method does the same work).
+Rounds visit the methods in a rotating order so drift on a shared machine (frequency, neighbours)
+spreads over all of them; ratios to the teacher are taken within a round (paired) and summarised
+by their median.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+
+@dataclass
+class Served:
+    """A method as served: the model that decodes and a factory of its fresh cache."""
+    name: str
+    model: torch.nn.Module
+    new_cache: Callable[[], object]
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@torch.no_grad()
+def timed_run(served: Served, prompt: torch.Tensor, new_tokens: int) -> dict:
+    """One prefill + `new_tokens` decode steps; times in seconds, memory in bytes."""
+    device = prompt.device
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
+    cache = served.new_cache()
+    _sync(device)
+    start = time.perf_counter()
+    token = served.model(prompt, cache=cache).logits[:, -1].argmax(-1, keepdim=True)
+    _sync(device)
+    prefill = time.perf_counter() - start
+    steps = []
+    for _ in range(new_tokens):
+        start = time.perf_counter()
+        token = served.model(token, cache=cache).logits[:, -1].argmax(-1, keepdim=True)
+        _sync(device)
+        steps.append(time.perf_counter() - start)
+    row = {"prefill_s": prefill, "decode_s_per_step": statistics.median(steps),
+           "cache_bytes": cache.allocated_bytes()}
+    row["peak_bytes"] = (torch.cuda.max_memory_allocated(device) - base) if device.type == "cuda" else None
+    return row
+
+
+def interleaved(methods: list[Served], batch_sizes: list[int], prompt_len: int, new_tokens: int,
+                rounds: int, warmup: int, vocab_size: int, device: str | torch.device = "cpu",
+                seed: int = 0) -> list[dict]:
+    """Per (method, batch): medians over `rounds` measured rounds (after `warmup` unrecorded ones)
+    and the paired ratio to methods[0] (the reference, the teacher)."""
+    device = torch.device(device)
+    generator = torch.Generator().manual_seed(seed)
+    rows = []
+    for batch in batch_sizes:
+        prompt = torch.randint(3, vocab_size, (batch, prompt_len), generator=generator).to(device)
+        runs: dict[str, list[dict]] = {m.name: [] for m in methods}
+        for round_ in range(warmup + rounds):
+            shift = round_ % len(methods)
+            for served in methods[shift:] + methods[:shift]:
+                result = timed_run(served, prompt, new_tokens)
+                if round_ >= warmup:
+                    runs[served.name].append(result)
+        reference = runs[methods[0].name]
+        for served in methods:
+            mine = runs[served.name]
+            step = statistics.median(r["decode_s_per_step"] for r in mine)
+            peaks = [r["peak_bytes"] for r in mine if r["peak_bytes"] is not None]
+            rows.append({
+                "method": served.name, "batch": batch, "prompt_len": prompt_len, "new_tokens": new_tokens,
+                "rounds": rounds, "device": device_name(device),
+                "prefill_s": statistics.median(r["prefill_s"] for r in mine),
+                "decode_ms_per_token": 1000 * step,
+                "tokens_per_s": batch / step,
+                "throughput_ratio_to_reference": statistics.median(
+                    ref["decode_s_per_step"] / r["decode_s_per_step"] for ref, r in zip(reference, mine)),
+                "cache_bytes": mine[-1]["cache_bytes"],
+                "peak_bytes": max(peaks) if peaks else None,
+            })
+    return rows
+
+
+def device_name(device: torch.device) -> str:
+    """What the numbers were measured on, in words (named beside every number in the reports)."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    import os
+    import platform
+
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"CPU {model}, {torch.get_num_threads()} threads of {os.cpu_count()} cores"

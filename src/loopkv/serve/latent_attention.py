@@ -1,0 +1,151 @@
+"""Attention of new queries over past tokens stored only as latents (LLA's capacity path), one
+(loop, layer) at a time, in three implementations of the same math:
+
+    K_s = R(p_s) (c_k,s U_k^T + mu_k)      per past token s: decode loop t's rows, rotate to p_s
+    a   = softmax_s(q . K_s / sqrt(d))     over the valid past tokens
+    out = sum_s a_s (c_v,s U_v^T + mu_v) = (sum_s a_s c_v,s) U_v^T + mu_v
+
+RoPE depends on each key's position, so U_k cannot be folded into q: K is rebuilt from its latent
+(per tile, never for the whole context). V has no RoPE, so it is absorbed: the weights are summed
+over latents and decoded once per query (exact, since the weights sum to 1).
+
+- `reference_latent_attention`: reconstruct every K and V, then attend (the definition).
+- `torch_latent_attention`: tiles of past tokens with an online softmax, K rebuilt per tile, V
+  absorbed (the CPU serving path; transient memory O(tile), not O(context)).
+- `loopkv.serve.triton_latent_attention`: the same loop as one fused kernel.
+
+Shapes: q (B, Hq, L, d) with RoPE applied; latents ck (B, S, Gk, r_k), cv (B, S, Gv, r_v) where a
+latent group serves one KV head (G = H_kv, LLA) or all of them (G = 1, LLA-2D); up_k (H_kv, d, r_k)
+and mu_k (H_kv, d) are loop t's rows of the decoder (same for V); positions (B, S) the past tokens'
+RoPE positions; key_valid (B, S) bool or None. Query heads are grouped over KV heads (Hq % H_kv == 0).
+Every function returns (out (B, Hq, L, d) float32, lse (B, Hq, L) float32): lse lets a caller merge
+the past with the new tokens' own exact K/V (`merge_partial_attention`).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from loopkv.models.rope import Rotary, apply_rope
+
+
+def _check(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid) -> None:
+    b, hq, _, d = q.shape
+    h_kv = up_k.shape[0]
+    if hq % h_kv or up_v.shape[0] != h_kv:
+        raise ValueError(f"query heads {hq} must group over the decoder's KV heads {h_kv} (V: {up_v.shape[0]})")
+    if up_k.shape[1] != d or up_v.shape[1] != d or mu_k.shape != (h_kv, d) or mu_v.shape != (h_kv, d):
+        raise ValueError(f"decoder rows must be (H_kv, {d}, r); got up_k {tuple(up_k.shape)}, mu_k {tuple(mu_k.shape)}")
+    for name, c, up in (("ck", ck, up_k), ("cv", cv, up_v)):
+        if c.shape[0] != b or c.shape[-1] != up.shape[-1] or h_kv % c.shape[2]:
+            raise ValueError(f"{name} {tuple(c.shape)} does not fit batch {b} / decoder {tuple(up.shape)}")
+    if positions.shape != ck.shape[:2] or cv.shape[:2] != ck.shape[:2]:
+        raise ValueError(f"positions {tuple(positions.shape)} must be (B, S) of the latents {tuple(ck.shape[:2])}")
+    if key_valid is not None and key_valid.shape != ck.shape[:2]:
+        raise ValueError(f"key_valid {tuple(key_valid.shape)} must be (B, S) = {tuple(ck.shape[:2])}")
+
+
+def _per_head(c: torch.Tensor, h_kv: int) -> torch.Tensor:
+    """Latents (B, S, G, r) -> (B, H_kv, S, r): G = H_kv is one latent per head, G = 1 shared."""
+    c = c.transpose(1, 2).float()
+    return c.expand(-1, h_kv, -1, -1) if c.shape[1] == 1 else c
+
+
+def _decode(c: torch.Tensor, up: torch.Tensor, mu: torch.Tensor) -> torch.Tensor:
+    """(B, H_kv, S, r) latents -> (B, H_kv, S, d) rows of one loop."""
+    return torch.matmul(c, up.float().transpose(-1, -2)) + mu.float()[None, :, None]
+
+
+def _grouped(x: torch.Tensor, hq: int) -> torch.Tensor:
+    """(B, H_kv, ...) -> (B, Hq, ...): each KV head serves Hq / H_kv query heads."""
+    return x.repeat_interleave(hq // x.shape[1], dim=1)
+
+
+def reference_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid=None,
+                               rope_theta: float = 10000.0):
+    """Reconstruct every past K (rotated) and V, then attend: the definition the others must equal."""
+    _check(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid)
+    hq, d, h_kv = q.shape[1], q.shape[-1], up_k.shape[0]
+    cos, sin = Rotary(d, rope_theta).cos_sin(positions, torch.float32)
+    keys = _grouped(apply_rope(_decode(_per_head(ck, h_kv), up_k, mu_k), cos, sin), hq)
+    values = _grouped(_decode(_per_head(cv, h_kv), up_v, mu_v), hq)
+    scores = q.float() @ keys.transpose(-1, -2) / math.sqrt(d)                   # (B, Hq, L, S)
+    if key_valid is not None:
+        scores = scores.masked_fill(~key_valid[:, None, None, :], float("-inf"))
+    lse = torch.logsumexp(scores, dim=-1)
+    return torch.softmax(scores, dim=-1) @ values, lse
+
+
+def torch_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid=None,
+                           rope_theta: float = 10000.0, tile: int = 1024, rope_tables=None):
+    """Tiles of `tile` past tokens, online softmax, K rebuilt per tile, V absorbed into latents.
+    `rope_tables`: (cos, sin) of `positions` (B, 1, S, d) when the caller already has them (a cache
+    reuses them across the T*D calls of a forward)."""
+    _check(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid)
+    b, hq, length, d = q.shape
+    h_kv, group = up_k.shape[0], hq // up_k.shape[0]
+    rotary = Rotary(d, rope_theta)
+    # queries grouped under their KV head: (B, H_kv, group * L, d), so one rebuilt K tile serves them all
+    qg = q.float().reshape(b, h_kv, group * length, d) / math.sqrt(d)
+    m = torch.full((b, h_kv, group * length), float("-inf"))
+    l = torch.zeros(b, h_kv, group * length)
+    acc = torch.zeros(b, h_kv, group * length, cv.shape[-1])
+    for start in range(0, ck.shape[1], tile):
+        end = min(start + tile, ck.shape[1])
+        if rope_tables is None:
+            cos, sin = rotary.cos_sin(positions[:, start:end], torch.float32)
+        else:
+            cos, sin = (t[:, :, start:end].float() for t in rope_tables)
+        keys = apply_rope(_decode(_per_head(ck[:, start:end], h_kv), up_k, mu_k), cos, sin)
+        scores = qg @ keys.transpose(-1, -2)                                      # (B, H_kv, gL, tile)
+        if key_valid is not None:
+            scores = scores.masked_fill(~key_valid[:, None, None, start:end], float("-inf"))
+        m_new = torch.maximum(m, scores.amax(dim=-1))
+        safe = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)   # rows with no valid key yet
+        p = torch.exp(scores - safe[..., None])
+        rescale = torch.exp(m - safe)
+        l = l * rescale + p.sum(dim=-1)
+        acc = acc * rescale[..., None] + p @ _per_head(cv[:, start:end], h_kv)
+        m = m_new
+    weights = acc / l.clamp(min=1e-30)[..., None]                                 # (B, H_kv, gL, r_v)
+    out = torch.einsum("bhqr,hdr->bhqd", weights, up_v.float()) + mu_v.float()[None, :, None]
+    lse = m + torch.log(l)
+    return out.reshape(b, hq, length, d), lse.reshape(b, hq, length)
+
+
+def merge_partial_attention(out_a, lse_a, out_b, lse_b):
+    """Attention over the union of two disjoint key sets from each set's (out, lse)."""
+    lse = torch.logaddexp(lse_a, lse_b)
+    wa = torch.exp(lse_a - lse).nan_to_num(0.0)[..., None]       # a set with no valid key weighs 0
+    wb = torch.exp(lse_b - lse).nan_to_num(0.0)[..., None]
+    return out_a.nan_to_num(0.0) * wa + out_b.nan_to_num(0.0) * wb, lse
+
+
+def exact_attention_with_lse(q, keys, values, mask):
+    """Attention over explicit (post-RoPE) K/V with its lse; mask (B, 1, L, S) bool or None = causal."""
+    hq = q.shape[1]
+    if keys.shape[2] == 1 and q.shape[2] == 1 and mask is None:    # a decode step's own key: weight 1
+        keys, values = _grouped(keys.float(), hq), _grouped(values.float(), hq)
+        return values, (q.float() * keys).sum(-1) / math.sqrt(q.shape[-1])
+    keys, values = _grouped(keys.float(), hq), _grouped(values.float(), hq)
+    scores = q.float() @ keys.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if mask is None:
+        length, s = scores.shape[-2:]
+        mask = torch.ones(length, s, dtype=torch.bool).tril(s - length)
+    scores = scores.masked_fill(~mask, float("-inf"))
+    lse = torch.logsumexp(scores, dim=-1)
+    return torch.softmax(scores, dim=-1).nan_to_num(0.0) @ values, lse
+
+
+def latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid=None, rope_theta: float = 10000.0,
+                     rope_tables=None):
+    """The serving path: the fused Triton kernel on CUDA tensors (when triton is installed), the
+    tiled torch path otherwise. Same arguments and result as reference_latent_attention."""
+    if q.is_cuda:
+        from loopkv.serve import triton_latent_attention as fused
+
+        if fused.triton is not None:
+            return fused.triton_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid, rope_theta)
+    return torch_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid, rope_theta,
+                                  rope_tables=rope_tables)

@@ -1,0 +1,66 @@
+# Serving benchmarks (LLA Table 5) and the latent-attention kernel benchmark (Table 13). Random-weight
+# models of the configured architecture: they depend on the config alone, never on trained weights.
+
+
+rule serve_bench:
+    output:
+        R("serve/serving.json"),
+    params:
+        cfg=serve_cfg(),
+    threads: config["serve"]["threads"]
+    resources:
+        runtime=60,
+        mem_mb=more_memory_per_attempt(8000),
+    log:
+        f"{LOGS}/serve/serving.log",
+    conda:
+        "../../envs/loopkv.yaml"
+    shell:
+        "loopkv serve-bench --cfg {params.cfg:q} --out {output} > {log} 2>&1"
+
+
+rule kernel_bench:
+    output:
+        R("serve/kernel.json"),
+    params:
+        cfg=json.dumps({"kernel": config["serve"]["kernel"], "threads": config["serve"]["threads"]}, sort_keys=True),
+    threads: config["serve"]["threads"]
+    resources:
+        runtime=60,
+        mem_mb=more_memory_per_attempt(16000),
+    log:
+        f"{LOGS}/serve/kernel.log",
+    conda:
+        "../../envs/loopkv.yaml"
+    shell:
+        "loopkv kernel-bench --cfg {params.cfg:q} --out {output} > {log} 2>&1"
+
+
+rule table5:
+    input:
+        R("serve/serving.json"),
+    output:
+        pdf=f"{REPORTS}/table5.pdf",
+        csv=f"{REPORTS}/table5.csv",
+        tex=f"{REPORTS}/table5.tex",
+    log:
+        f"{LOGS}/report/table5.log",
+    conda:
+        "../../envs/loopkv.yaml"
+    shell:
+        "loopkv table5 --result {input} --pdf {output.pdf} --csv {output.csv} --tex {output.tex} > {log} 2>&1"
+
+
+rule table13:
+    input:
+        R("serve/kernel.json"),
+    output:
+        pdf=f"{REPORTS}/table13.pdf",
+        csv=f"{REPORTS}/table13.csv",
+        tex=f"{REPORTS}/table13.tex",
+    log:
+        f"{LOGS}/report/table13.log",
+    conda:
+        "../../envs/loopkv.yaml"
+    shell:
+        "loopkv table13 --result {input} --pdf {output.pdf} --csv {output.csv} --tex {output.tex} > {log} 2>&1"
