@@ -19,35 +19,17 @@ from loopkv.serve.footprint import fill_cache, served_cache
 
 def max_batch(fits: Callable[[int], bool], limit: int = 1 << 20, guess: int | None = None) -> int:
     """The largest batch b <= limit with fits(b), for a `fits` that is monotone (true up to some b,
-    false after): doubling, then bisection. 0 when not even one row fits. A `guess` (e.g. from the
-    formula) is checked first: fits(guess) and not fits(guess + 1) settles it in two probes;
-    otherwise it still bounds the search."""
-    if guess is not None and 1 <= guess <= limit:
-        if fits(guess):
-            if guess == limit or not fits(guess + 1):
-                return guess
-            low, high = guess + 1, 2 * (guess + 1)
-        else:
-            low, high = 0, guess
-            if not fits(1):
-                return 0
-            low = 1
-        while high <= limit and low < high and fits(high):
-            low, high = high, high * 2
-        high = min(high, limit + 1)
-        while high - low > 1:
-            mid = (low + high) // 2
-            if fits(mid):
-                low = mid
-            else:
-                high = mid
-        return low
-    if not fits(1):
-        return 0
-    low, high = 1, 2
-    while high <= limit and fits(high):
-        low, high = high, high * 2
-    high = min(high, limit + 1)           # fits(high) is false, or high is past the limit
+    false after); 0 when not even one row fits. The search starts at `guess` (e.g. the formula's
+    answer; default 1): fits(guess) and not fits(guess + 1) settles it in two probes, otherwise it
+    grows by doubling or shrinks, then bisects. A guess is verified, never trusted."""
+    start = min(max(guess or 1, 1), limit)
+    if fits(start):
+        low, high = start, start + 1
+        while high <= limit and fits(high):
+            low, high = high, 2 * high
+        high = min(high, limit + 1)       # fits(high) is false, or high is past the limit
+    else:
+        low, high = 0, start              # the answer is below the start
     while high - low > 1:
         mid = (low + high) // 2
         if fits(mid):
