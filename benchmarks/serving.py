@@ -11,7 +11,7 @@ import argparse
 import json
 
 from loopkv.config import load_config
-from loopkv.serve.bench import run
+from loopkv.serve.bench import bench_slice, run
 
 
 def main() -> None:
@@ -20,10 +20,8 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--out", help="also write the full result JSON here")
     args = parser.parse_args()
-    c = load_config(args.config, check_paths=False)
-    arch = {k: v for k, v in c["model"]["arch"].items() if k != "sublayer_norm_init"}
-    arch["vocab_size"] = c["data"]["tokenizer"]["vocab_size"]
-    result = run(c["serve"], arch, c["methods"], args.device)
+    cfg = bench_slice(load_config(args.config, check_paths=False))
+    result = run(cfg["serve"], cfg["arch"], cfg["methods"], args.device)
     print(f"device: {result['device']}")
     print(f"{'scale':10} {'method':6} {'budget/path':14} {'bytes/token':>12} {'compression':>11} "
           f"{'max batch':>9} {'capacity ratio':>14} {'>= 0.9x?':>8}")

@@ -9,6 +9,7 @@ from loopkv.config import config_slice, load_config, melt_budget_label
 from loopkv.data.benchmarks import BENCHMARKS
 from loopkv.train.melt_recipes import final_stage, recipe, recipe_names, stage_cfg, stage_owner, table_members
 from loopkv.errors import LoopKVError
+from loopkv.serve.bench import bench_slice, kernel_slice
 
 try:
     _checked = load_config(dict(config))
@@ -245,9 +246,8 @@ def on_policy_cfg(wildcards):
 
 # ---- serving benchmarks (LLA Table 5 / 13): random-weight models of the configured architecture
 def serve_cfg():
-    arch = {k: v for k, v in config["model"]["arch"].items() if k != "sublayer_norm_init"}
-    arch["vocab_size"] = config["data"]["tokenizer"]["vocab_size"]
-    serve = {k: v for k, v in config["serve"].items() if k not in ("kernel", "threads")}
-    methods = {k: config["methods"][k] for k in ("cache_dtype", "k_share", "budgets")}
-    return json.dumps({"serve": {**serve, "threads": config["serve"]["threads"]}, "arch": arch, "methods": methods},
-                      sort_keys=True)
+    return json.dumps(bench_slice(config), sort_keys=True)
+
+
+def kernel_cfg():
+    return json.dumps(kernel_slice(config), sort_keys=True)

@@ -23,7 +23,7 @@ rule kernel_bench:
     output:
         R("serve/kernel.json"),
     params:
-        cfg=json.dumps({"kernel": config["serve"]["kernel"], "threads": config["serve"]["threads"]}, sort_keys=True),
+        cfg=kernel_cfg(),
     threads: config["serve"]["threads"]
     resources:
         runtime=60,

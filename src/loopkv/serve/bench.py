@@ -20,6 +20,19 @@ from loopkv.serve.latency import Served, device_name, interleaved
 LLA_PATHS = ("full", "latent", "fused")       # full-memory, latent-store (reconstruct on read), fused
 
 
+def bench_slice(config: dict) -> dict:
+    """The config a serve-bench job reads: `serve` (less the kernel's keys), the architecture with
+    the tokenizer's vocabulary, and the methods keys that size a budget."""
+    return {"serve": {k: v for k, v in config["serve"].items() if k != "kernel"},
+            "arch": {**config["model"]["arch"], "vocab_size": config["data"]["tokenizer"]["vocab_size"]},
+            "methods": {k: config["methods"][k] for k in ("cache_dtype", "k_share", "budgets")}}
+
+
+def kernel_slice(config: dict) -> dict:
+    """The config a kernel-bench job reads."""
+    return {"kernel": config["serve"]["kernel"], "threads": config["serve"]["threads"]}
+
+
 def random_model(arch: dict, dtype: torch.dtype, device: str | torch.device, seed: int = 0) -> OuroForCausalLM:
     torch.manual_seed(seed)
     config = OuroConfig(**arch)

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from loopkv.models.rope import Rotary, apply_rope
-from loopkv.serve.latency import device_name
+from loopkv.serve.latency import device_name, rotating_rounds
 from loopkv.serve.latent_attention import latent_attention, reference_latent_attention
 
 
@@ -64,12 +64,10 @@ def kernel_rows(contexts: list[int], heads: int, head_dim: int, r_k: int, r_v: i
                 "fused": lambda: latent_attention(*args, rope_theta=1e6)}
         names = list(ways)
         times: dict[str, list[float]] = {n: [] for n in names}
-        for round_ in range(warmup + rounds):
-            shift = round_ % len(names)
-            for name in names[shift:] + names[:shift]:
-                seconds = _timed(ways[name], device)
-                if round_ >= warmup:
-                    times[name].append(seconds)
+        for name, recorded in rotating_rounds(names, rounds, warmup):
+            seconds = _timed(ways[name], device)
+            if recorded:
+                times[name].append(seconds)
         ms = {n: 1000 * statistics.median(t) for n, t in times.items()}
         read = {"teacher": 2 * head_dim, "reconstruct": r_k + r_v, "fused": r_k + r_v}
         for name in names:

@@ -25,6 +25,15 @@ class Served:
     new_cache: Callable[[], object]
 
 
+def rotating_rounds(items: list, rounds: int, warmup: int):
+    """(item, recorded) over warmup + rounds rounds, each round in an order rotated by one, so drift
+    on a shared machine spreads over all items; the warm-up rounds are not recorded."""
+    for round_ in range(warmup + rounds):
+        shift = round_ % len(items)
+        for item in items[shift:] + items[:shift]:
+            yield item, round_ >= warmup
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -66,12 +75,10 @@ def interleaved(methods: list[Served], batch_sizes: list[int], prompt_len: int, 
     for batch in batch_sizes:
         prompt = torch.randint(3, vocab_size, (batch, prompt_len), generator=generator).to(device)
         runs: dict[str, list[dict]] = {m.name: [] for m in methods}
-        for round_ in range(warmup + rounds):
-            shift = round_ % len(methods)
-            for served in methods[shift:] + methods[:shift]:
-                result = timed_run(served, prompt, new_tokens)
-                if round_ >= warmup:
-                    runs[served.name].append(result)
+        for served, recorded in rotating_rounds(methods, rounds, warmup):
+            result = timed_run(served, prompt, new_tokens)
+            if recorded:
+                runs[served.name].append(result)
         reference = runs[methods[0].name]
         for served in methods:
             mine = runs[served.name]
