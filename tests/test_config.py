@@ -186,6 +186,7 @@ BAD_CASES = [
     ("model-path-no-config-json", {"model.path": "{tmp}"}, "model.path"),
     ("model-path-empty-string", {"model.path": ""}, "model.path"),
     ("text-file-missing", {"data.corpus.text_files": ["{tmp}/missing.txt"]}, "data.corpus.text_files[0]"),
+    ("kernel-result-missing", {"serve.kernel.measured": ["{tmp}/missing.json"]}, "serve.kernel.measured[0]"),
     ("tokenizer-pretrained-without-path", {"data.tokenizer.kind": "pretrained"}, "data.tokenizer.path"),
     ("tokenizer-path-missing", {"data.tokenizer.path": "{tmp}/no-tokenizer"}, "data.tokenizer.path"),
     ("calibration-unknown-layout", {"calibration.layouts": ["per_token"]}, "calibration.layouts[0]"),
@@ -305,9 +306,12 @@ def test_text_file_that_exists_is_accepted(tmp_path):
 
 def test_relative_paths_resolve_against_base_dir(tmp_path):
     (tmp_path / "corpus.txt").write_text("x\n")
-    load_config({"data": {"corpus": {"text_files": ["corpus.txt"]}}}, base_dir=tmp_path)
-    with pytest.raises(LoopKVError, match="text_files"):
-        load_config({"data": {"corpus": {"text_files": ["corpus.txt"]}}}, base_dir=tmp_path / "elsewhere")
+    (tmp_path / "kernel.json").write_text("{}")
+    raw = {"data": {"corpus": {"text_files": ["corpus.txt"]}}, "serve": {"kernel": {"measured": ["kernel.json"]}}}
+    load_config(raw, base_dir=tmp_path)
+    with pytest.raises(LoopKVError, match="text_files") as error:
+        load_config(raw, base_dir=tmp_path / "elsewhere")
+    assert "serve.kernel.measured[0]" in str(error.value)
 
 
 def test_non_mapping_config():

@@ -459,6 +459,9 @@ def _path_problems(c: dict, base: Path) -> list[Problem]:
     for i, name in enumerate(c["data"]["corpus"]["text_files"]):
         if not (base / name).is_file():
             problems.append((f"data.corpus.text_files[{i}]", f"text file does not exist: {base / name}"))
+    for i, name in enumerate(c["serve"]["kernel"]["measured"]):
+        if not (base / name).is_file():
+            problems.append((f"serve.kernel.measured[{i}]", f"kernel result does not exist: {base / name}"))
     return problems
 
 

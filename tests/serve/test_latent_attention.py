@@ -47,14 +47,14 @@ def test_tiled_torch_path_equals_reconstruct_then_attend(shape, offset, padded):
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("offset,padded", [(0, False), (262000, True)])
-def test_triton_kernel_equals_reconstruct_then_attend(shape, offset, padded):
+@pytest.mark.parametrize("offset,padded,split_s", [(0, False, None), (262000, True, 32)])
+def test_triton_kernel_equals_reconstruct_then_attend(shape, offset, padded, split_s):
     pytest.importorskip("triton")
     from loopkv.serve.triton_latent_attention import triton_latent_attention
 
     args = _case(*shape, seed=1, offset=offset, padded=padded)
     ref_out, ref_lse = reference_latent_attention(*args, rope_theta=1e6)
-    out, lse = triton_latent_attention(*args, rope_theta=1e6, block_s=16)
+    out, lse = triton_latent_attention(*args, rope_theta=1e6, block_s=16, split_s=split_s)   # 32: several splits
     torch.testing.assert_close(out, ref_out, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(lse, ref_lse, rtol=1e-5, atol=1e-4)
 
@@ -83,3 +83,17 @@ def test_mismatched_shapes_are_errors():
     q, ck, cv, up_k, mu_k, up_v, mu_v, positions, valid = _case(1, 2, 2, 2, 1, 8, 16, 4, 4)
     with pytest.raises(ValueError, match="positions"):
         torch_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions[:, :5])
+
+
+def test_triton_splits_with_no_valid_key_weigh_nothing():
+    """Left padding longer than a split: whole splits have no valid key and must drop out of the merge."""
+    pytest.importorskip("triton")
+    from loopkv.serve.triton_latent_attention import triton_latent_attention
+
+    q, ck, cv, up_k, mu_k, up_v, mu_v, positions, _ = _case(2, 2, 2, 2, 1, 100, 16, 6, 10, seed=2)
+    valid = torch.ones(2, 100, dtype=torch.bool)
+    valid[1, :70] = False                                  # splits 0 and 1 of row 1 are all padding
+    ref_out, ref_lse = reference_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, valid)
+    out, lse = triton_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, valid, block_s=16, split_s=32)
+    torch.testing.assert_close(out, ref_out, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(lse, ref_lse, rtol=1e-5, atol=1e-4)

@@ -51,7 +51,8 @@ class LLACache(LoopCache):
         self.latents: dict[str, list[torch.Tensor | None]] = {"k": [None] * D, "v": [None] * D}
         self.recon: dict[str, list[torch.Tensor | None]] = {"k": [None] * (T * D), "v": [None] * (T * D)}
         self._pending_kv: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
-        self._rows = [codec.loop_rows(t) for t in range(T)]
+        # on the codec's device: a CPU index into CUDA weights would copy it over at every call
+        self._rows = [codec.loop_rows(t).to(codec.mu_k.device) for t in range(T)]
         self._traced_latents: dict[int, tuple] = {}   # layer -> (trace, latents) for reconstruct()
         self._decoders: dict[tuple, tuple] = {}        # (kind, layer, loop) -> decoder rows (fused reads)
 

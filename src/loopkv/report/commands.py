@@ -28,7 +28,8 @@ def register(sub) -> None:
     for name, what in (("table5", "LLA Table 5 (serving) from a serve-bench result"),
                        ("table13", "LLA Table 13 (latent-attention kernel) from a kernel-bench result")):
         p = sub.add_parser(name, help=what)
-        p.add_argument("--result", required=True, help="the benchmark's result JSON")
+        p.add_argument("--result", required=True, nargs="+" if name == "table13" else None,
+                       help="the benchmark's result JSON" + (" (then results measured elsewhere)" if name == "table13" else ""))
         for fmt in ("pdf", "csv", "tex"):
             p.add_argument(f"--{fmt}", required=True)
         p.set_defaults(func=_serving_table, table=name)
@@ -124,12 +125,14 @@ def _table7(args) -> None:
 def _serving_table(args) -> None:
     from loopkv.report import serving_tables, tables
 
-    result = json.loads(Path(args.result).read_text())
     if args.table == "table5":
+        result = json.loads(Path(args.result).read_text())
         rows, spec, note = serving_tables.table5_rows(result), serving_tables.TABLE5, serving_tables.table5_note(result)
         title = "LLA Table 5, serving: bytes per token, capacity and decode speed (ours) beside the paper's"
     else:
-        rows, spec, note = serving_tables.table13_rows(result), serving_tables.TABLE13, serving_tables.table13_note(result)
+        results = [json.loads(Path(p).read_text()) for p in args.result]
+        rows, spec = [r for res in results for r in serving_tables.table13_rows(res)], serving_tables.TABLE13
+        note = serving_tables.table13_note(results)
         title = "LLA Table 13, latent-attention kernel vs the teacher's attention and reconstruct-then-attend"
     with atomic_path(args.pdf) as pdf, atomic_path(args.csv) as csv_path, atomic_path(args.tex) as tex:
         tables.write_all(rows, spec, note, title, pdf, csv_path, tex)

@@ -73,10 +73,12 @@ def table13_rows(result: dict) -> list[dict]:
     return rows
 
 
-def table13_note(result: dict) -> str:
-    r = result["rows"][0]
-    return (f"One decode query per head over the context, one (loop, layer): {r['heads']} heads, d_head "
-            f"{r['head_dim']}, ranks {r['r_k']}/{r['r_v']}, batch {r['batch']}, {r['dtype']}, random weights, "
-            f"median of {r['rounds']} interleaved rounds. teacher = attention over stored rotated K/V; reconstruct = "
+def table13_note(results: list[dict]) -> str:
+    """results: this run's, then any measured elsewhere (each named by its device)."""
+    shapes = "; ".join(f"{r['device']}: {r['heads']} heads, d_head {r['head_dim']}, ranks {r['r_k']}/{r['r_v']}, "
+                       f"batch {r['batch']}, {r['dtype']}, median of {r['rounds']} rounds"
+                       for r in (res["rows"][0] for res in results))
+    return (f"One decode query per head over the context, one (loop, layer), random weights, implementations "
+            f"interleaved. {shapes}. teacher = attention over stored rotated K/V; reconstruct = "
             f"rebuild every K/V from latents, then attend; fused = latent attention in place. Paper: {TABLE13_SOURCE} "
             f"(an H200; ms per token).")

@@ -7,6 +7,8 @@ of the configured architectures (as the paper's kernel benchmark is); quality is
 """
 from __future__ import annotations
 
+import logging
+
 import torch
 
 from loopkv.cache import make_cache
@@ -16,6 +18,8 @@ from loopkv.models.melt_model import melt_from_teacher
 from loopkv.serve.capacity import capacity
 from loopkv.serve.footprint import footprint, served_setting
 from loopkv.serve.latency import Served, device_name, interleaved
+
+log = logging.getLogger(__name__)
 
 LLA_PATHS = ("full", "latent", "fused")       # full-memory, latent-store (reconstruct on read), fused
 
@@ -30,7 +34,8 @@ def bench_slice(config: dict) -> dict:
 
 def kernel_slice(config: dict) -> dict:
     """The config a kernel-bench job reads."""
-    return {"kernel": config["serve"]["kernel"], "threads": config["serve"]["threads"]}
+    kernel = {k: v for k, v in config["serve"]["kernel"].items() if k != "measured"}   # Table 13's input only
+    return {"kernel": kernel, "threads": config["serve"]["threads"]}
 
 
 def random_model(arch: dict, dtype: torch.dtype, device: str | torch.device, seed: int = 0) -> OuroForCausalLM:
@@ -74,6 +79,8 @@ def scale_rows(label: str, config, budgets: list[str], methods_cfg: dict, cache_
         row = footprint(setting, config, cache_dtype, compute_dtype, device=device, read_path=path)
         cap = capacity(setting, config, context, budget_bytes, weights, compute_dtype, device, path)
         rows.append({"scale": label, **row, **{f"capacity_{k}": v for k, v in cap.items()}})
+        log.info("%s %s %s: %d bytes/token, max batch %d at %d tokens", label, method, budget,
+                 row["bytes_per_token"], cap["max_batch"], context)
     teacher = rows[0]
     for row in rows:
         row["compression"] = teacher["bytes_per_token"] / row["bytes_per_token"]
@@ -88,7 +95,10 @@ def run(cfg: dict, arch: dict, methods_cfg: dict, device: str = "cpu") -> dict:
     cache_dtype = getattr(torch, methods_cfg["cache_dtype"])
     compute = torch.float32 if device == "cpu" else torch.bfloat16
     teacher = random_model(arch, compute, device)
-    budget_bytes = None if device.startswith("cuda") else cfg["memory_mb"] * 2**20
+    # CPU: the configured budget; GPU: the device's memory (search by allocation until out of
+    # memory), or `gpu_memory_mb` when given (a formula-guessed start: two probes per method)
+    budget_mb = cfg.get("gpu_memory_mb") if device.startswith("cuda") else cfg["memory_mb"]
+    budget_bytes = None if budget_mb is None else budget_mb * 2**20
     rows = scale_rows("this run", teacher.config, cfg["budgets"], methods_cfg, cache_dtype, compute, device,
                       cfg["context"], budget_bytes, weights_bytes(teacher))
     paper = cfg["paper"]

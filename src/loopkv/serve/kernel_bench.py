@@ -22,21 +22,34 @@ from loopkv.serve.latency import device_name, rotating_rounds
 from loopkv.serve.latent_attention import latent_attention, reference_latent_attention
 
 
-def _inputs(batch, heads, context, head_dim, r_k, r_v, dtype, device, seed=0):
+def random_inputs(batch, heads, context, head_dim, r_k, r_v, dtype, device, seed=0, kv_heads=None,
+                  groups=None, queries=1, offset=0, padding=0):
+    """Random latent-attention arguments (dict, in reference_latent_attention's order plus key_valid)
+    and the teacher's stored (rotated K, V) of the same context. kv_heads < heads: grouped queries;
+    groups = 1: one latent shared by the heads (LLA-2D); padding: row i has i * padding left-padded keys."""
     g = torch.Generator().manual_seed(seed)
+    kv_heads = kv_heads or heads
+    groups = groups or kv_heads
 
     def rand(*shape, scale=1.0):
         return (torch.randn(*shape, generator=g) * scale).to(device=device, dtype=dtype)
 
-    latents = {"q": rand(batch, heads, 1, head_dim), "ck": rand(batch, context, heads, r_k),
-               "cv": rand(batch, context, heads, r_v), "up_k": rand(heads, head_dim, r_k, scale=r_k**-0.5),
-               "mu_k": rand(heads, head_dim), "up_v": rand(heads, head_dim, r_v, scale=r_v**-0.5),
-               "mu_v": rand(heads, head_dim),
-               "positions": torch.arange(context, device=device).expand(batch, context).contiguous()}
+    positions = offset + torch.arange(context).expand(batch, context).clone()
+    valid = None
+    if padding:
+        valid = torch.ones(batch, context, dtype=torch.bool)
+        for i in range(batch):
+            valid[i, :i * padding] = False
+            positions[i] = (positions[i] - i * padding).clamp(min=0)
+    latents = {"q": rand(batch, heads, queries, head_dim), "ck": rand(batch, context, groups, r_k),
+               "cv": rand(batch, context, groups, r_v), "up_k": rand(kv_heads, head_dim, r_k, scale=r_k**-0.5),
+               "mu_k": rand(kv_heads, head_dim), "up_v": rand(kv_heads, head_dim, r_v, scale=r_v**-0.5),
+               "mu_v": rand(kv_heads, head_dim), "positions": positions.to(device),
+               "key_valid": None if valid is None else valid.to(device)}
     # the teacher's stored cache: rotated K and V of every key (what it would have written)
     cos, sin = Rotary(head_dim, 1e6).cos_sin(latents["positions"], dtype)
-    keys = apply_rope(rand(batch, heads, context, head_dim), cos, sin)
-    return latents, keys, rand(batch, heads, context, head_dim)
+    keys = apply_rope(rand(batch, kv_heads, context, head_dim), cos, sin)
+    return latents, keys, rand(batch, kv_heads, context, head_dim)
 
 
 def _timed(fn, device: torch.device) -> float:
@@ -57,8 +70,8 @@ def kernel_rows(contexts: list[int], heads: int, head_dim: int, r_k: int, r_v: i
     element = torch.tensor([], dtype=dtype).element_size()
     rows = []
     for context in contexts:
-        lat, keys, values = _inputs(batch, heads, context, head_dim, r_k, r_v, dtype, device)
-        args = (lat["q"], lat["ck"], lat["cv"], lat["up_k"], lat["mu_k"], lat["up_v"], lat["mu_v"], lat["positions"])
+        lat, keys, values = random_inputs(batch, heads, context, head_dim, r_k, r_v, dtype, device)
+        args = tuple(lat.values())
         ways = {"teacher": lambda: F.scaled_dot_product_attention(lat["q"], keys, values),
                 "reconstruct": lambda: reference_latent_attention(*args, rope_theta=1e6),
                 "fused": lambda: latent_attention(*args, rope_theta=1e6)}

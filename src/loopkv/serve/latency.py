@@ -9,12 +9,15 @@ by their median.
 """
 from __future__ import annotations
 
+import logging
 import statistics
 import time
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -77,6 +80,8 @@ def interleaved(methods: list[Served], batch_sizes: list[int], prompt_len: int, 
         runs: dict[str, list[dict]] = {m.name: [] for m in methods}
         for served, recorded in rotating_rounds(methods, rounds, warmup):
             result = timed_run(served, prompt, new_tokens)
+            log.info("%s batch %d: prefill %.3fs, decode %.2f ms/step", served.name, batch, result["prefill_s"],
+                     1000 * result["decode_s_per_step"])
             if recorded:
                 runs[served.name].append(result)
         reference = runs[methods[0].name]

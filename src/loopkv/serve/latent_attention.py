@@ -88,9 +88,9 @@ def torch_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_val
     rotary = Rotary(d, rope_theta)
     # queries grouped under their KV head: (B, H_kv, group * L, d), so one rebuilt K tile serves them all
     qg = q.float().reshape(b, h_kv, group * length, d) / math.sqrt(d)
-    m = torch.full((b, h_kv, group * length), float("-inf"))
-    l = torch.zeros(b, h_kv, group * length)
-    acc = torch.zeros(b, h_kv, group * length, cv.shape[-1])
+    m = torch.full((b, h_kv, group * length), float("-inf"), device=q.device)
+    l = torch.zeros(b, h_kv, group * length, device=q.device)
+    acc = torch.zeros(b, h_kv, group * length, cv.shape[-1], device=q.device)
     for start in range(0, ck.shape[1], tile):
         end = min(start + tile, ck.shape[1])
         if rope_tables is None:
@@ -132,7 +132,7 @@ def exact_attention_with_lse(q, keys, values, mask):
     scores = q.float() @ keys.transpose(-1, -2) / math.sqrt(q.shape[-1])
     if mask is None:
         length, s = scores.shape[-2:]
-        mask = torch.ones(length, s, dtype=torch.bool).tril(s - length)
+        mask = torch.ones(length, s, dtype=torch.bool, device=q.device).tril(s - length)
     scores = scores.masked_fill(~mask, float("-inf"))
     lse = torch.logsumexp(scores, dim=-1)
     return torch.softmax(scores, dim=-1).nan_to_num(0.0) @ values, lse
