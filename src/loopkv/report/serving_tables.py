@@ -13,7 +13,8 @@ TABLE5 = tables.TableSpec(
              ("batch", "batch"), ("kib_per_token", "KV KiB\n/token"), ("compression_ratio", "compression"),
              ("max_batch", "max batch\n@ context"), ("capacity_ratio", "capacity\nvs teacher"),
              ("decode_ms_per_token", "decode\nms/step"), ("tokens_per_s", "tokens/s"),
-             ("throughput_ratio", "throughput\nvs teacher"), ("prefill_s", "prefill s"), ("device", "device"),
+             ("throughput_ratio", "throughput\nvs teacher"), ("prefill_s", "prefill s"), ("peak_mib", "peak\nMiB"),
+             ("device", "device"),
              ("paper_kib", "paper\nKiB/token"), ("paper_max_batch", "paper max\nbatch @4k"),
              ("paper_speed", "paper\nspeed")],
     csv_extra=["context", "budget_bytes", "weights_bytes", "cache_bytes", "peak_bytes", "rounds", "new_tokens",
@@ -49,6 +50,7 @@ def table5_rows(result: dict) -> list[dict]:
                      "decode_ms_per_token": r["decode_ms_per_token"], "tokens_per_s": r["tokens_per_s"],
                      "throughput_ratio": r["throughput_ratio_to_reference"], "prefill_s": r["prefill_s"],
                      "device": r["device"], "cache_bytes": r["cache_bytes"], "peak_bytes": r["peak_bytes"],
+                     "peak_mib": None if r["peak_bytes"] is None else r["peak_bytes"] / 2**20,
                      "rounds": r["rounds"], "new_tokens": r["new_tokens"], "prompt_len": r["prompt_len"],
                      "paper_speed": speed or None})
     return rows
@@ -59,7 +61,9 @@ def table5_note(result: dict) -> str:
             "tested); max batch = largest batch whose cache (plus weights) fits the budget, found by search over "
             "real allocations (this run: CPU tensors against the configured budget; paper sizes: the meta device "
             "against one H200's memory). Speed: random-weight models, greedy decode of a fixed number of tokens, "
-            "methods interleaved over rounds, medians; ratios paired within rounds. LLA paths: full = stored "
+            "methods interleaved over rounds, medians; ratios paired within rounds. Peak MiB: memory one run (prefill + "
+            "decode) adds: on CUDA the allocator's peak; on CPU the peak RSS growth of the run alone in a forked "
+            "one-thread process (cache, activations, workspace; ~20 MiB of process overhead included). LLA paths: full = stored "
             "reconstructions, latent = reconstruct on read, fused = latent attention read in place (Triton on "
             f"CUDA, tiled torch on CPU). Paper: {TABLE5_SOURCE}.")
 

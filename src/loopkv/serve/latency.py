@@ -67,6 +67,42 @@ def timed_run(served: Served, prompt: torch.Tensor, new_tokens: int) -> dict:
     return row
 
 
+def cpu_peak_growth(served: Served, prompt: torch.Tensor, new_tokens: int) -> int | None:
+    """Peak resident memory added by one prefill + decode run on CPU (cache, activations, workspace):
+    the run happens in a forked child (one thread), whose peak RSS (ru_maxrss) minus its RSS at the fork is the
+    answer. Freed heap is handed back to the OS first (malloc_trim), so the child cannot reuse the
+    parent's free lists unseen. None where fork or /proc are unavailable."""
+    import ctypes
+    import os
+    import resource
+
+    if not hasattr(os, "fork") or not os.path.exists("/proc/self/statm"):
+        return None
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except OSError:
+        pass
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:   # child: measure, report through the pipe, exit without running the parent's atexit
+        code = 1
+        try:
+            torch.set_num_threads(1)   # the parent's OpenMP pool does not survive a fork
+            with open("/proc/self/statm") as f:
+                start = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            timed_run(served, prompt, new_tokens)
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024    # KiB on Linux
+            os.write(write, str(max(0, peak - start)).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        text = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    return int(text) if status == 0 and text else None
+
+
 def interleaved(methods: list[Served], batch_sizes: list[int], prompt_len: int, new_tokens: int,
                 rounds: int, warmup: int, vocab_size: int, device: str | torch.device = "cpu",
                 seed: int = 0) -> list[dict]:
@@ -84,6 +120,11 @@ def interleaved(methods: list[Served], batch_sizes: list[int], prompt_len: int, 
                      1000 * result["decode_s_per_step"])
             if recorded:
                 runs[served.name].append(result)
+        if device.type == "cpu":   # one more run per method, alone in a child process, for its peak memory
+            for served in methods:
+                peak = cpu_peak_growth(served, prompt, new_tokens)
+                for r in runs[served.name]:
+                    r["peak_bytes"] = peak
         reference = runs[methods[0].name]
         for served in methods:
             mine = runs[served.name]

@@ -1,0 +1,35 @@
+"""Serving latency harness: the peak-memory probe of a CPU run (a forked child's RSS growth) sees at
+least the cache the run leaves allocated, and grows with it; rows carry every method, paired ratios."""
+import torch
+
+from loopkv.cache import make_cache
+from loopkv.serve.bench import random_model
+from loopkv.serve.latency import Served, cpu_peak_growth, interleaved, timed_run
+
+ARCH = {"vocab_size": 256, "hidden_size": 64, "num_hidden_layers": 2, "total_ut_steps": 2,
+        "num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 128}
+
+
+def _teacher():
+    model = random_model(ARCH, torch.float32, "cpu")
+    return Served("teacher", model, lambda: make_cache("full", model.config))
+
+
+def test_cpu_peak_growth_covers_the_cache_and_grows_with_it():
+    served = _teacher()
+    small, large = torch.randint(3, 256, (1, 16)), torch.randint(3, 256, (16, 256))
+    cache_bytes = timed_run(served, large, 2)["cache_bytes"]       # what the large run leaves allocated
+    peak_small, peak_large = cpu_peak_growth(served, small, 2), cpu_peak_growth(served, large, 2)
+    assert peak_large >= cache_bytes > 0
+    assert peak_large > peak_small + cache_bytes // 2
+
+
+def test_interleaved_rows_pair_every_method_with_the_reference():
+    served = _teacher()
+    other = Served("teacher again", served.model, served.new_cache)
+    rows = interleaved([served, other], [1, 2], prompt_len=8, new_tokens=2, rounds=2, warmup=1,
+                       vocab_size=ARCH["vocab_size"])
+    assert [(r["method"], r["batch"]) for r in rows] == [("teacher", 1), ("teacher again", 1),
+                                                         ("teacher", 2), ("teacher again", 2)]
+    assert all(r["throughput_ratio_to_reference"] > 0 and r["peak_bytes"] > 0 for r in rows)
+    assert rows[0]["throughput_ratio_to_reference"] == 1.0
