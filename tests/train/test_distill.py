@@ -95,4 +95,8 @@ def test_interrupted_run_resumes_bitwise(teacher, calibration, tmp_path):
                       progress=False)
     resumed = distill_codec(CFG, teacher, view_of(teacher, calibration, lla(2, 3)), batches, VAL,
                             tmp_path / "cut", progress=False)
-    assert_same_run(whole, resumed, "codec_state")
+    assert_same_run(whole, resumed, "codec_state")      # curves include each checkpoint's state fingerprint
+    prints = [r["fingerprint"] for r in whole["curve"]["train"] if "fingerprint" in r]
+    assert len(prints) == 3 and len({p["weights"] for p in prints}) == 3 and len({p["optimizer"] for p in prints}) == 3
+    assert "resumes" not in whole["curve"]
+    assert resumed["curve"]["resumes"] == [{"step": 4, "fingerprint": prints[1], "matches_saved": True}]

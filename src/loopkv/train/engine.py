@@ -12,9 +12,12 @@ TORCH_EXTENSIONS_DIR (default ~/.cache/torch_extensions), so later runs start in
 """
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
 import shutil
 import socket
+import time
 from pathlib import Path
 
 import torch
@@ -23,6 +26,28 @@ from loopkv.errors import LoopKVError
 from loopkv.utils.atomic import write_text
 
 LATEST = "latest"
+STALE_BUILD_LOCK_S = 600   # a CPU build of DeepSpeed's op takes under a minute
+
+
+def clear_stale_build_locks(max_age_s: float = STALE_BUILD_LOCK_S) -> list[Path]:
+    """Remove torch-extension build locks older than `max_age_s`. DeepSpeed JIT-builds a C++ op on
+    first use and torch guards the build with a lock file; a job killed mid-build (kill -9, a
+    scheduler's timeout) leaves the lock behind, and every later job then waits on it forever (seen:
+    distill jobs asleep for 15 minutes). Returns the locks removed."""
+    from torch.utils.cpp_extension import get_default_build_root
+
+    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root())
+    removed = []
+    for lock in (*root.glob("*/lock"), *root.glob("*/*/lock")):
+        try:
+            if time.time() - lock.stat().st_mtime > max_age_s:
+                lock.unlink()
+                removed.append(lock)
+        except FileNotFoundError:   # another job finished or cleared it meanwhile
+            continue
+    if removed:
+        logging.getLogger(__name__).warning("removed stale torch-extension build locks: %s", removed)
+    return removed
 
 
 def _free_port() -> int:
@@ -35,6 +60,7 @@ def init_distributed():
     """Import DeepSpeed for this machine and join (or create) the process group."""
     if not torch.cuda.is_available():
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    clear_stale_build_locks()
     import deepspeed
 
     if not torch.distributed.is_initialized():
@@ -97,6 +123,27 @@ class Engine:
         self.engine.step()
         norm = self.engine.get_global_grad_norm()
         return float(norm) if norm is not None else float("nan")
+
+    def state_fingerprint(self) -> dict[str, str]:
+        """sha256 of this rank's trainable weights and of its optimizer state (fp32 master partitions,
+        moments, step counts): equal fingerprints = equal state, so a resumed run can show that what
+        it restored is what the interrupted run saved, and where two runs' states part."""
+        def digest(tensors) -> str:
+            h = hashlib.sha256()
+            for t in tensors:
+                h.update(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+            return h.hexdigest()[:16]
+
+        weights = [p for _, p in sorted(self.module.named_parameters()) if p.requires_grad]
+        inner = getattr(self.optimizer, "optimizer", self.optimizer)     # ZeRO wraps the torch optimizer
+        state = []
+        for group in inner.param_groups:
+            for p in group["params"]:
+                state.append(p)
+                for key in sorted(inner.state.get(p, {})):
+                    value = inner.state[p][key]
+                    state.append(value if torch.is_tensor(value) else torch.tensor(float(value)))
+        return {"weights": digest(weights), "optimizer": digest(state)}
 
     def mean_over_ranks(self, values: dict[str, float]) -> dict[str, float]:
         """Each rank's scalars (its shard's losses) -> their mean over ranks: the global batch's."""

@@ -8,6 +8,7 @@ its "kl"; that state, not the last one, is what the stage returns.
 from __future__ import annotations
 
 import copy
+import logging
 import math
 import time
 from typing import Callable
@@ -17,6 +18,8 @@ from tqdm import tqdm
 
 from loopkv.train.engine import Engine
 from loopkv.train.schedule import warmup_cosine
+
+log = logging.getLogger(__name__)
 
 
 def train_stage(engine: Engine, cfg: dict, batches: Callable[[int], torch.Tensor], heldout: Callable[[], dict],
@@ -30,6 +33,13 @@ def train_stage(engine: Engine, cfg: dict, batches: Callable[[int], torch.Tensor
     if state is not None:
         start, curve, best = state["step"], state["curve"], state["best"]
         torch.set_rng_state(state["torch_rng"])
+        # what was restored vs what the interrupted run saved (its last row's fingerprint)
+        restored, saved = engine.state_fingerprint(), curve["train"][-1].get("fingerprint") if curve["train"] else None
+        curve.setdefault("resumes", []).append({"step": start, "fingerprint": restored,
+                                                "matches_saved": saved is None or restored == saved})
+        if saved is not None and restored != saved:
+            log.warning("%s: the state restored at step %d differs from the one saved (%s vs %s)",
+                        desc, start, restored, saved)
     else:
         start, curve = 0, {"train": [], "heldout": []}
         first = {"step": 0, **heldout()}
@@ -62,6 +72,7 @@ def train_stage(engine: Engine, cfg: dict, batches: Callable[[int], torch.Tensor
             if point["kl"] < best["kl"]:
                 best = {**point, "state": copy.deepcopy(trained_state())}
         if done % cfg["checkpoint_every"] == 0 or done == steps:
+            curve["train"][-1]["fingerprint"] = engine.state_fingerprint()
             engine.save(checkpoint_dir, done, {"step": done, "curve": curve, "best": best,
                                                "torch_rng": torch.get_rng_state()})
     bar.close()
