@@ -28,8 +28,10 @@ def register(sub) -> None:
     for name, what in (("table5", "LLA Table 5 (serving) from a serve-bench result"),
                        ("table13", "LLA Table 13 (latent-attention kernel) from a kernel-bench result")):
         p = sub.add_parser(name, help=what)
-        p.add_argument("--result", required=True, nargs="+" if name == "table13" else None,
-                       help="the benchmark's result JSON" + (" (then results measured elsewhere)" if name == "table13" else ""))
+        if name == "table13":   # this run's result, then any measured on other devices
+            p.add_argument("--result", required=True, nargs="+", help="kernel-bench result JSONs, this run's first")
+        else:
+            p.add_argument("--result", required=True, help="the benchmark's result JSON")
         for fmt in ("pdf", "csv", "tex"):
             p.add_argument(f"--{fmt}", required=True)
         p.set_defaults(func=_serving_table, table=name)

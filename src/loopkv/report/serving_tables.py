@@ -61,9 +61,10 @@ def table5_note(result: dict) -> str:
             "tested); max batch = largest batch whose cache (plus weights) fits the budget, found by search over "
             "real allocations (this run: CPU tensors against the configured budget; paper sizes: the meta device "
             "against one H200's memory). Speed: random-weight models, greedy decode of a fixed number of tokens, "
-            "methods interleaved over rounds, medians; ratios paired within rounds. Peak MiB: memory one run (prefill + "
-            "decode) adds: on CUDA the allocator's peak; on CPU the peak RSS growth of the run alone in a forked "
-            "one-thread process (cache, activations, workspace; ~20 MiB of process overhead included). LLA paths: full = stored "
+            "methods interleaved over rounds, medians; ratios paired within rounds. Peak MiB: memory one run "
+            "(prefill + decode) adds: on CUDA the allocator's peak; on CPU the peak RSS growth of the run alone in "
+            "a forked one-thread process (cache, activations, workspace; ~20 MiB of process overhead included). "
+            "LLA paths: full = stored "
             "reconstructions, latent = reconstruct on read, fused = latent attention read in place (Triton on "
             f"CUDA, tiled torch on CPU). Paper: {TABLE5_SOURCE}.")
 

@@ -34,7 +34,8 @@ def train_stage(engine: Engine, cfg: dict, batches: Callable[[int], torch.Tensor
         start, curve, best = state["step"], state["curve"], state["best"]
         torch.set_rng_state(state["torch_rng"])
         # what was restored vs what the interrupted run saved (its last row's fingerprint)
-        restored, saved = engine.state_fingerprint(), curve["train"][-1].get("fingerprint") if curve["train"] else None
+        restored = engine.state_fingerprint()
+        saved = curve["train"][-1].get("fingerprint") if curve["train"] else None
         curve.setdefault("resumes", []).append({"step": start, "fingerprint": restored,
                                                 "matches_saved": saved is None or restored == saved})
         if saved is not None and restored != saved:
