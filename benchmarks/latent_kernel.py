@@ -15,7 +15,7 @@ import torch
 import triton
 
 from loopkv.serve.kernel_bench import kernel_rows, random_inputs
-from loopkv.serve.latent_attention import reference_latent_attention
+from loopkv.serve.latent_attention import exact_attention_with_lse, merge_partial_attention, reference_latent_attention
 from loopkv.serve.triton_latent_attention import triton_latent_attention
 
 # (batch, heads, kv heads, latent groups, queries, context, d, r_k, r_v, first position, left padding per row)
@@ -42,6 +42,14 @@ def check(dtype: torch.dtype, tolerance: float, device: str = "cuda") -> None:
         err, lse_err = (got - ref).abs().max().item(), (lse - ref_lse).abs().max().item()
         print(f"{str(dtype):15} {str(shape):52} max |out err| {err:.2e}  |lse err| {lse_err:.2e}")
         assert err < tolerance and lse_err < tolerance, shape
+        if queries == 1:   # a decode step: the new token's own K/V folded into the split merge
+            own_k, own_v = (torch.randn(b, h_kv, 1, d, device=device).to(dtype) for _ in range(2))
+            want, want_lse = merge_partial_attention(ref, ref_lse, *exact_attention_with_lse(
+                args[0].float(), own_k.float(), own_v.float(), None))
+            got, lse = triton_latent_attention(*args, rope_theta=1e6, own=(own_k, own_v, None))
+            err, lse_err = (got - want).abs().max().item(), (lse - want_lse).abs().max().item()
+            print(f"{'  + own token':15} {'':52} max |out err| {err:.2e}  |lse err| {lse_err:.2e}")
+            assert err < tolerance and lse_err < tolerance, (shape, "own")
 
 
 def main() -> None:

@@ -118,6 +118,29 @@ def test_bytes_per_token_match_formula_and_allocation(reference_model, calibrati
     assert cache.allocated_bytes() == formula * 2 * 10
 
 
+@pytest.mark.parametrize("method, read_path", CACHES)
+def test_append_stores_what_update_stores(reference_model, calibration, method, read_path):
+    """The write half alone (capacity probes fill caches with it, without LLA's decode of the whole
+    past at every call) keeps exactly the tensors the model's reads would have left."""
+    codec = make_codec(reference_model.config, calibration, 3, 6, METHOD_LAYOUT[method])
+    g = torch.Generator().manual_seed(0)
+    forwards = [[(torch.randn(2, 4, n, 16, generator=g), torch.randn(2, 4, n, 16, generator=g)) for _ in range(6)]
+                for n in (5, 3)]                     # two forwards, T * D = 6 (loop, layer) calls each
+    stored = []
+    for write in ("append", "update"):
+        cache = build(method, read_path, reference_model.config, codec)
+        for kv in forwards:
+            positions = (cache.get_seq_length() + torch.arange(kv[0][0].shape[2])).expand(2, -1)
+            cache.begin_forward(positions)
+            for i, (k, v) in enumerate(kv):
+                getattr(cache, write)(i // cache.num_layers, i % cache.num_layers, positions, k, v)
+            cache.end_forward()
+        stored.append(cache.cached_tensors())
+    assert len(stored[0]) == len(stored[1]) > 0
+    for a, b in zip(*stored):
+        assert torch.equal(a, b)
+
+
 def test_ouro_1p4b_lla_4x_is_192_kib_per_token_in_bf16():
     sizes = {"layer": 24, "head": 16, "loop": 4, "dim": 128}
     codec = LatentCodec(sizes, ("layer", "head"), {"k": 96, "v": 160}).to("meta")

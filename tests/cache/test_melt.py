@@ -162,3 +162,12 @@ def test_saved_model_serves_sequentially(teacher, ids, tmp_path):
     with torch.no_grad():
         got = served(ids, cache=MeltCache(served.config)).logits
     torch.testing.assert_close(got, stream(student, MeltCache(student.config), ids, prefill=1), rtol=0, atol=1e-10)
+
+
+def test_student_is_built_where_the_teacher_lives():
+    """A served MELT student sits on its teacher's device (the serving benchmark's GPU run once
+    built it on the CPU beside a CUDA teacher: inputs and weights on different devices)."""
+    with torch.device("meta"):
+        teacher = small_model(loops=2)
+    student = melt_from_teacher(teacher, "full")
+    assert {p.device.type for p in student.parameters()} == {"meta"}

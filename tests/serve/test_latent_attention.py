@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from loopkv.models.rope import Rotary
-from loopkv.serve.latent_attention import (exact_attention_with_lse, merge_partial_attention,
+from loopkv.serve.latent_attention import (exact_attention_with_lse, latent_attention, merge_partial_attention,
                                            reference_latent_attention, torch_latent_attention)
 
 # (B, Hq, H_kv, latent groups, L, S, d, r_k, r_v)
@@ -35,13 +35,14 @@ def _case(b, hq, h_kv, groups, length, s, d, r_k, r_v, seed=0, offset=0, padded=
 
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("offset,padded", [(0, False), (5000, True)])
-def test_tiled_torch_path_equals_reconstruct_then_attend(shape, offset, padded):
+@pytest.mark.parametrize("tile", [16, 1024])   # several tiles (online softmax) / one pass
+def test_tiled_torch_path_equals_reconstruct_then_attend(shape, offset, padded, tile):
     args = _case(*shape, offset=offset, padded=padded)
     ref_out, ref_lse = reference_latent_attention(*args)
-    out, lse = torch_latent_attention(*args, tile=16)
+    out, lse = torch_latent_attention(*args, tile=tile)
     torch.testing.assert_close(out, ref_out, rtol=1e-4, atol=1e-4)
     tables = Rotary(args[0].shape[-1], 10000.0).cos_sin(args[7], torch.float32)
-    out, lse = torch_latent_attention(*args, tile=16, rope_tables=tables)
+    out, lse = torch_latent_attention(*args, tile=tile, rope_tables=tables)
     torch.testing.assert_close(out, ref_out, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(lse, ref_lse, rtol=1e-5, atol=1e-4)
 
@@ -57,6 +58,11 @@ def test_triton_kernel_equals_reconstruct_then_attend(shape, offset, padded, spl
     out, lse = triton_latent_attention(*args, rope_theta=1e6, block_s=16, split_s=split_s)   # 32: several splits
     torch.testing.assert_close(out, ref_out, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(lse, ref_lse, rtol=1e-5, atol=1e-4)
+    tables = Rotary(args[0].shape[-1], 1e6).cos_sin(args[7], torch.float32)   # a cache's, built once per forward
+    out, lse = triton_latent_attention(*args, rope_tables=tables, block_s=16, split_s=split_s)
+    torch.testing.assert_close(out, ref_out, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="rope_tables"):
+        triton_latent_attention(*args, rope_tables=tuple(t[:, :, 1:] for t in tables))
 
 
 def test_merging_past_and_new_equals_attention_over_both():
@@ -97,3 +103,42 @@ def test_triton_splits_with_no_valid_key_weigh_nothing():
     out, lse = triton_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, valid, block_s=16, split_s=32)
     torch.testing.assert_close(out, ref_out, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(lse, ref_lse, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape", [s for s in SHAPES if s[4] == 1] + [(2, 4, 2, 2, 1, 50, 32, 12, 20)])
+@pytest.mark.parametrize("padded", [False, True])
+def test_triton_decode_folds_the_new_token_into_the_merge(shape, padded):
+    """A decode step's own exact key/value, folded into the kernel's split merge, equals attention
+    over the reconstructed past merged with the new token."""
+    pytest.importorskip("triton")
+    from loopkv.serve.triton_latent_attention import triton_latent_attention
+
+    args = _case(*shape, seed=4, offset=100, padded=padded)
+    b, h_kv, d = args[0].shape[0], args[3].shape[0], args[0].shape[-1]
+    g = torch.Generator().manual_seed(5)
+    own_k, own_v = torch.randn(b, h_kv, 1, d, generator=g), torch.randn(b, h_kv, 1, d, generator=g)
+    want = merge_partial_attention(*reference_latent_attention(*args), *exact_attention_with_lse(args[0], own_k, own_v, None))
+    out, lse = triton_latent_attention(*args, block_s=16, split_s=32, own=(own_k, own_v, None))
+    torch.testing.assert_close(out, want[0], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(lse, want[1], rtol=1e-5, atol=1e-4)
+    with pytest.raises(ValueError, match="one new token"):
+        triton_latent_attention(*args, own=(own_k.expand(-1, -1, 2, -1), own_v, None))
+
+
+@pytest.mark.parametrize("length,masked", [(3, True), (3, False), (1, False)])
+@pytest.mark.parametrize("tile", [16, 1024])
+def test_serving_path_attends_past_latents_and_new_tokens_together(length, masked, tile):
+    """latent_attention(own=...) on the CPU path: new tokens causal among themselves (an explicit
+    mask, a padded row's, or None), in one pass or merged after the tiles."""
+    args = _case(2, 4, 2, 2, length, 40, 16, 6, 10, seed=6, padded=True)
+    g = torch.Generator().manual_seed(7)
+    own_k, own_v = torch.randn(2, 2, length, 16, generator=g), torch.randn(2, 2, length, 16, generator=g)
+    mask = torch.ones(length, length, dtype=torch.bool).tril().repeat(2, 1, 1, 1) if masked else None
+    if masked:
+        mask[1, 0, 2, 0] = False                         # row 1's first new token is padding to its last
+    want = merge_partial_attention(*reference_latent_attention(*args), *exact_attention_with_lse(args[0], own_k, own_v, mask))
+    out, lse = torch_latent_attention(*args, tile=tile, own=(own_k, own_v, mask))
+    torch.testing.assert_close(out, want[0], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(lse, want[1], rtol=1e-5, atol=1e-4)
+    out, lse = latent_attention(*args, own=(own_k, own_v, mask))
+    torch.testing.assert_close(out, want[0], rtol=1e-4, atol=1e-4)

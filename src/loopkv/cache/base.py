@@ -73,6 +73,12 @@ class LoopCache(ABC):
         keys with RoPE applied at each token's position.
         """
 
+    def append(self, loop: int, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Store the new tokens' K/V at (loop, layer) without reading the past back: filling a cache
+        to a length (capacity probes, footprints). By default `update`, its result dropped; a method
+        whose read builds large transients (LLA decodes every past token) stores without them."""
+        self.update(loop, layer, positions, k, v)
+
     def end_forward(self) -> None:
         self.positions = concat(self.positions, self._new_positions, dim=1)
         self._new_positions = None

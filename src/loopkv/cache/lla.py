@@ -25,7 +25,7 @@ import torch
 
 from loopkv.cache.base import LoopCache, attention, concat
 from loopkv.cache.latent_codec import LAYOUTS, LatentCodec, model_sizes
-from loopkv.serve.latent_attention import exact_attention_with_lse, latent_attention, merge_partial_attention
+from loopkv.serve.latent_attention import latent_attention
 
 READ_PATHS = ("latent", "full", "fused")
 
@@ -48,6 +48,8 @@ class LLACache(LoopCache):
         self.codec = codec
         self.read_path = read_path
         D, T = self.num_layers, self.num_loops
+        # per layer, (B, groups, S, r): a head's latents are contiguous for the reads (a token-major
+        # (B, S, groups, r) store cost a transposing copy at every read, measured); stored() views them
         self.latents: dict[str, list[torch.Tensor | None]] = {"k": [None] * D, "v": [None] * D}
         self.recon: dict[str, list[torch.Tensor | None]] = {"k": [None] * (T * D), "v": [None] * (T * D)}
         self._pending_kv: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
@@ -56,12 +58,15 @@ class LLACache(LoopCache):
         self._traced_latents: dict[int, tuple] = {}   # layer -> (trace, latents) for reconstruct()
         self._decoders: dict[tuple, tuple] = {}        # (kind, layer, loop) -> decoder rows (fused reads)
 
-    def update(self, loop, layer, positions, k, v):
+    def append(self, loop, layer, positions, k, v):
         self._pending_kv.setdefault(layer, []).append((k, v))
-        new_k = self.rope(positions, k)
-        past_k, past_v = self._past(loop, layer)
         if loop == self.num_loops - 1:
             self._encode(layer)
+
+    def update(self, loop, layer, positions, k, v):
+        past_k, past_v = self._past(loop, layer)      # before this forward's tokens are encoded
+        self.append(loop, layer, positions, k, v)
+        new_k = self.rope(positions, k)
         if past_k is None:
             return new_k, v
         return torch.cat([past_k, new_k], dim=2), torch.cat([past_v, v.to(past_v.dtype)], dim=2)
@@ -69,21 +74,20 @@ class LLACache(LoopCache):
     def attend(self, loop, layer, positions, q, k, v, mask):
         if self.read_path != "fused":
             return super().attend(loop, layer, positions, q, k, v, mask)
-        self._pending_kv.setdefault(layer, []).append((k, v))
-        past_k, past_v = self.latents["k"][layer], self.latents["v"][layer]   # before this forward's tokens
-        if loop == self.num_loops - 1:
-            self._encode(layer)
+        past_k, past_v = self.stored("k", layer), self.stored("v", layer)    # before this forward's tokens
+        self.append(loop, layer, positions, k, v)
         new_k = self.rope(positions, k)
         if past_k is None:
             return attention(q, new_k, v, mask)
         past = past_k.shape[1]
         # past tokens precede every new one: their validity is the same for all queries (padding only)
         key_valid = None if mask is None else mask[:, 0, -1, :past]
-        own = exact_attention_with_lse(q, new_k, v, None if mask is None else mask[..., past:])
-        read = latent_attention(q, past_k, past_v, *self.loop_decoder("k", layer, loop),
-                                *self.loop_decoder("v", layer, loop), self.positions, key_valid, self.rotary.theta,
-                                rope_tables=self.rope_tables(self.positions, torch.float32))
-        return merge_partial_attention(*read, *own)[0].to(q.dtype)
+        # a decode step's token always sees itself: no mask among the new tokens
+        own_mask = None if mask is None or q.shape[2] == 1 else mask[..., past:]
+        out, _ = latent_attention(q, past_k, past_v, *self.loop_decoder("k", layer, loop),
+                                  *self.loop_decoder("v", layer, loop), self.positions, key_valid, self.rotary.theta,
+                                  rope_tables=self.rope_tables(self.positions, torch.float32), own=(new_k, v, own_mask))
+        return out.to(q.dtype)
 
     def loop_decoder(self, kind: str, layer: int, loop: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(up (H_kv, d_head, r), mu (H_kv, d_head)): the rows of `layer`'s decoder that give `loop`.
@@ -98,6 +102,11 @@ class LLACache(LoopCache):
                                          rows_mu.reshape(self.num_kv_heads, self.head_dim))
         return hit[1], hit[2]
 
+    def stored(self, kind: str, layer: int) -> torch.Tensor | None:
+        """A layer's stored latents as (B, S, groups, r) (a view), or None before the first forward."""
+        latent = self.latents[kind][layer]
+        return None if latent is None else latent.transpose(1, 2)
+
     # -- internals -------------------------------------------------------------------------
     def _groups(self, layer: int) -> slice:
         """The codec groups of one layer (per head: H of them; heads joined: one)."""
@@ -111,8 +120,8 @@ class LLACache(LoopCache):
             return self.recon["k"][i], self.recon["v"][i]
         if self.latents["k"][layer] is None:
             return None, None
-        k = self._decode("k", layer, loop, self.latents["k"][layer])
-        v = self._decode("v", layer, loop, self.latents["v"][layer])
+        k = self._decode("k", layer, loop, self.stored("k", layer))
+        v = self._decode("v", layer, loop, self.stored("v", layer))
         return self.rope(self.positions, k), v
 
     def _decode(self, kind: str, layer: int, loop: int, latent: torch.Tensor) -> torch.Tensor:
@@ -128,7 +137,7 @@ class LLACache(LoopCache):
             if self.read_path == "full":
                 self._store_reconstruction(kind, layer, latent)
             else:
-                self.latents[kind][layer] = concat(self.latents[kind][layer], latent, dim=1)
+                self.latents[kind][layer] = concat(self.latents[kind][layer], latent.transpose(1, 2), dim=2)
 
     def _latent(self, kind: str, layer: int, loops: list[torch.Tensor]) -> torch.Tensor:
         """Each loop's pre-RoPE (B, H, L, dh) of one layer -> the tokens' latents (B, L, G, r)."""

@@ -19,7 +19,8 @@ def melt_from_teacher(teacher, gate: str, ema_decay: float = 0.5, chunk_size: in
     config.melt_gate, config.melt_ema_decay, config.melt_chunk_size = gate, ema_decay, chunk_size
     config.kv_method = "melt"
     config.validate_architecture()
-    student = OuroForCausalLM(config).to(teacher.dtype)
+    with torch.device(next(teacher.parameters()).device):   # built where the teacher lives (a GPU at 1.4B)
+        student = OuroForCausalLM(config).to(teacher.dtype)
     missing, unexpected = student.load_state_dict(teacher.state_dict(), strict=False)
     if unexpected or any(".melt_gate." not in name for name in missing):
         raise ValueError(f"teacher and MELT student differ beyond the gates: missing {missing}, "

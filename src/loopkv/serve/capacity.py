@@ -10,11 +10,15 @@ fit). Transient decode workspace is not counted on CPU (the cache and the weight
 from __future__ import annotations
 
 import gc
+import logging
+import time
 from typing import Callable
 
 import torch
 
 from loopkv.serve.footprint import fill_cache, served_cache
+
+log = logging.getLogger(__name__)
 
 
 def max_batch(fits: Callable[[int], bool], limit: int = 1 << 20, guess: int | None = None) -> int:
@@ -44,20 +48,26 @@ def cache_probe(setting: dict, config, context: int, budget_bytes: int | None, w
                 read_path: str | None = None, chunk: int = 128) -> Callable[[int], bool]:
     """fits(batch): does a cache of `batch` x `context` tokens, plus the weights, fit?
     budget_bytes None on CUDA = the device's memory (allocation failure = does not fit)."""
-    # meta tensors cost nothing, and a GPU has room for one forward's transient K/V: one fill each
-    # (on a GPU, chunks cost a growing copy of the cache per chunk: minutes per probe at 1.4B, measured)
-    step = context if str(device) == "meta" or str(device).startswith("cuda") else chunk
+    # meta tensors cost nothing. On a GPU, 128-token chunks took minutes per probe at 1.4B (each chunk
+    # regrows the cache by a copy), while one whole-context fill holds all T loops of a layer's K/V
+    # at once (LLA encodes at the last loop): at a 21x budget's batch that alone overflows an H200.
+    step = context if str(device) == "meta" else min(context, 1024) if str(device).startswith("cuda") else chunk
+
     def fits(batch: int) -> bool:
         cache = served_cache(setting, config, read_path=read_path, device=device, dtype=dtype)
+        started, answer = time.perf_counter(), False
         try:
             for start in range(0, context, step):
                 fill_cache(cache, batch, min(step, context - start), dtype, device, seed=start, random=False)
                 if budget_bytes is not None and weights_bytes + cache.allocated_bytes() > budget_bytes:
                     return False
-            return budget_bytes is None or weights_bytes + cache.allocated_bytes() <= budget_bytes
+            answer = budget_bytes is None or weights_bytes + cache.allocated_bytes() <= budget_bytes
+            return answer
         except torch.OutOfMemoryError:
             return False
         finally:
+            log.info("capacity probe %s batch %d x %d tokens: %s (%.1f s)", setting["method"], batch, context,
+                     "fits" if answer else "does not fit", time.perf_counter() - started)
             del cache
             gc.collect()
             if str(device).startswith("cuda"):

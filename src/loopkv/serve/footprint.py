@@ -1,7 +1,7 @@
 """Cache footprint of a served (method, budget): bytes per token from the method's formula and from
 the tensors its cache really allocates, at any architecture, with or without weights.
 
-`fill_cache` runs the cache protocol the model runs (begin_forward, update at every (loop, layer),
+`fill_cache` runs the cache protocol's write half (begin_forward, append at every (loop, layer),
 end_forward) on K/V of the right shapes, so the method's own code decides what it keeps. On the
 meta device nothing is allocated but every tensor's size is known: paper-scale footprints (Ouro-1.4B,
 Ouro-2.6B) come from the same code path without loading weights.
@@ -49,7 +49,7 @@ def fill_cache(cache: LoopCache, batch: int, tokens: int, dtype: torch.dtype = t
         for layer in range(cache.num_layers):
             k = draw(shape, dtype=dtype, device=device, generator=generator)
             v = draw(shape, dtype=dtype, device=device, generator=generator)
-            cache.update(loop, layer, positions, k, v)
+            cache.append(loop, layer, positions, k, v)
     cache.end_forward()
     return cache
 

@@ -3,7 +3,8 @@ context, random weights, three ways measured interleaved in one run:
 
 - teacher:     scaled dot-product attention over stored, rotated K and V (what the teacher reads)
 - reconstruct: rebuild every K (rotated) and V from latents, then attend (the capacity path)
-- fused:       latent attention read in place (the Triton kernel on CUDA; the tiled torch path on CPU)
+- fused:       latent attention read in place (the Triton kernel on CUDA; the tiled torch path on CPU),
+               given the keys' RoPE cos/sin tables, which a decode step builds once for its T*D calls
 
 Times are per call = one (loop, layer) for every head of `batch` rows; a decode token makes T*D
 such calls. Bytes read from the cache per call are reported beside (teacher 2*d per key and head,
@@ -72,9 +73,11 @@ def kernel_rows(contexts: list[int], heads: int, head_dim: int, r_k: int, r_v: i
     for context in contexts:
         lat, keys, values = random_inputs(batch, heads, context, head_dim, r_k, r_v, dtype, device)
         args = tuple(lat.values())
+        # the keys' RoPE tables, as a serving cache builds them: once per forward for all T*D calls
+        tables = Rotary(head_dim, 1e6).cos_sin(lat["positions"], torch.float32)
         ways = {"teacher": lambda: F.scaled_dot_product_attention(lat["q"], keys, values),
                 "reconstruct": lambda: reference_latent_attention(*args, rope_theta=1e6),
-                "fused": lambda: latent_attention(*args, rope_theta=1e6)}
+                "fused": lambda: latent_attention(*args, rope_theta=1e6, rope_tables=tables)}
         names = list(ways)
         times: dict[str, list[float]] = {n: [] for n in names}
         for name, recorded in rotating_rounds(names, rounds, warmup):

@@ -78,29 +78,65 @@ def reference_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key
 
 
 def torch_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid=None,
-                           rope_theta: float = 10000.0, tile: int = 1024, rope_tables=None):
+                           rope_theta: float = 10000.0, tile: int = 1024, rope_tables=None, own=None):
     """Tiles of `tile` past tokens, online softmax, K rebuilt per tile, V absorbed into latents.
     `rope_tables`: (cos, sin) of `positions` (B, 1, S, d) when the caller already has them (a cache
-    reuses them across the T*D calls of a forward)."""
+    reuses them across the T*D calls of a forward). `own`: as in latent_attention.
+    A past that fits one tile (a decode step at short context) takes one pass without the online
+    bookkeeping, the new tokens' keys joining the same softmax: on a CPU the time of a small decode
+    step is mostly per-operation overhead, so fewer operations is what makes it faster."""
     _check(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid)
     b, hq, length, d = q.shape
     h_kv, group = up_k.shape[0], hq // up_k.shape[0]
     rotary = Rotary(d, rope_theta)
     # queries grouped under their KV head: (B, H_kv, group * L, d), so one rebuilt K tile serves them all
     qg = q.float().reshape(b, h_kv, group * length, d) / math.sqrt(d)
-    m = torch.full((b, h_kv, group * length), float("-inf"), device=q.device)
-    l = torch.zeros(b, h_kv, group * length, device=q.device)
-    acc = torch.zeros(b, h_kv, group * length, cv.shape[-1], device=q.device)
-    for start in range(0, ck.shape[1], tile):
-        end = min(start + tile, ck.shape[1])
+
+    folded = _query_folded_decoder(qg, up_k, mu_k) if group * length == 1 else None
+
+    def tile_scores(start, end):
         if rope_tables is None:
             cos, sin = rotary.cos_sin(positions[:, start:end], torch.float32)
         else:
             cos, sin = (t[:, :, start:end].float() for t in rope_tables)
-        keys = apply_rope(_decode(_per_head(ck[:, start:end], h_kv), up_k, mu_k), cos, sin)
-        scores = qg @ keys.transpose(-1, -2)                                      # (B, H_kv, gL, tile)
+        c = _per_head(ck[:, start:end], h_kv)
+        if folded is not None:   # one query per KV head: no K rebuilt, no rotation pass (see below)
+            half = d // 2
+            cos_sin = torch.cat([cos[..., :half], sin[..., :half]], dim=-1)        # (B, 1, tile, d)
+            terms = torch.matmul(c, folded[0].transpose(-1, -2)) + folded[1]      # (B, H_kv, tile, d)
+            scores = (terms * cos_sin).sum(-1)[:, :, None]                         # (B, H_kv, 1, tile)
+        else:
+            keys = apply_rope(_decode(c, up_k, mu_k), cos, sin)
+            scores = qg @ keys.transpose(-1, -2)                                  # (B, H_kv, gL, tile)
         if key_valid is not None:
             scores = scores.masked_fill(~key_valid[:, None, None, start:end], float("-inf"))
+        return scores
+
+    def decoded(weights):   # (B, H_kv, gL, r_v) softmax-weighted latents -> (B, Hq, L, d), mu_v not added
+        return torch.einsum("bhqr,hdr->bhqd", weights, up_v.float()).reshape(b, hq, length, d)
+
+    s = ck.shape[1]
+    if s <= tile:
+        scores = tile_scores(0, s)
+        if own is not None:
+            scores = torch.cat([scores, _own_scores(qg, own, group)], dim=-1)
+        top = scores.amax(dim=-1, keepdim=True)
+        top = torch.where(torch.isinf(top), torch.zeros_like(top), top)           # rows with no valid key
+        p = torch.exp(scores - top)
+        total = p.sum(dim=-1, keepdim=True)
+        past = p[..., :s]
+        out = decoded(past @ _per_head(cv, h_kv)) + _grouped(mu_v.float()[None, :, None], hq).mul(
+            past.sum(-1).reshape(b, hq, length, 1))
+        if own is not None:
+            out = out + (p[..., s:] @ own[1].float()).reshape(b, hq, length, d)
+        out = out / total.clamp(min=1e-30).reshape(b, hq, length, 1)
+        return out, (top + torch.log(total)).reshape(b, hq, length)
+    m = torch.full((b, h_kv, group * length), float("-inf"), device=q.device)
+    l = torch.zeros(b, h_kv, group * length, device=q.device)
+    acc = torch.zeros(b, h_kv, group * length, cv.shape[-1], device=q.device)
+    for start in range(0, s, tile):
+        end = min(start + tile, s)
+        scores = tile_scores(start, end)
         m_new = torch.maximum(m, scores.amax(dim=-1))
         safe = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)   # rows with no valid key yet
         p = torch.exp(scores - safe[..., None])
@@ -108,10 +144,38 @@ def torch_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_val
         l = l * rescale + p.sum(dim=-1)
         acc = acc * rescale[..., None] + p @ _per_head(cv[:, start:end], h_kv)
         m = m_new
-    weights = acc / l.clamp(min=1e-30)[..., None]                                 # (B, H_kv, gL, r_v)
-    out = torch.einsum("bhqr,hdr->bhqd", weights, up_v.float()) + mu_v.float()[None, :, None]
-    lse = m + torch.log(l)
-    return out.reshape(b, hq, length, d), lse.reshape(b, hq, length)
+    out = decoded(acc / l.clamp(min=1e-30)[..., None]) + mu_v.float()[None, :, None].repeat_interleave(group, 1)
+    read = out, (m + torch.log(l)).reshape(b, hq, length)
+    return read if own is None else merge_partial_attention(*read, *exact_attention_with_lse(q, *own))
+
+
+def _query_folded_decoder(qg, up_k, mu_k):
+    """One query per KV head: fold the query into K's decoder. With rotate-half RoPE and K = U c + mu,
+    q . R(p) K = sum_j cos_j (q1 k1 + q2 k2)_j + sin_j (q2 k1 - q1 k2)_j, and each bracket is linear
+    in c: (weights (B, H_kv, d, r), bias (B, H_kv, 1, d)) give a key's d terms as c W^T + bias, to be
+    dotted with [cos, sin] at its position. Same multiply-adds as rebuilding K, without its
+    rotation and scoring passes over (B, H, S, d)."""
+    half = qg.shape[-1] // 2
+    q1, q2 = qg[..., :half].transpose(-1, -2), qg[..., half:].transpose(-1, -2)   # (B, H_kv, half, 1)
+    u1, u2 = up_k.float()[:, :half], up_k.float()[:, half:]                        # (H_kv, half, r)
+    m1, m2 = mu_k.float()[:, :half, None], mu_k.float()[:, half:, None]           # (H_kv, half, 1)
+    weights = torch.cat([q1 * u1 + q2 * u2, q2 * u1 - q1 * u2], dim=-2)
+    bias = torch.cat([q1 * m1 + q2 * m2, q2 * m1 - q1 * m2], dim=-2).transpose(-1, -2)
+    return weights, bias
+
+
+def _own_scores(qg, own, group):
+    """Scores of the grouped queries (B, H_kv, group * L, d), already scaled, against the new tokens'
+    own keys (B, H_kv, L, d), masked by own's (B, 1, L, L) mask (None: causal)."""
+    keys, _, mask = own
+    length = keys.shape[2]
+    scores = qg @ keys.float().transpose(-1, -2)                                  # (B, H_kv, gL, L)
+    if mask is None and length == 1:                                              # a decode step sees itself
+        return scores
+    if mask is None:
+        mask = torch.ones(length, length, dtype=torch.bool, device=qg.device).tril()
+    return scores.masked_fill(~mask.repeat(1, 1, group, 1) if mask.dim() == 4 else ~mask.repeat(group, 1),
+                              float("-inf"))
 
 
 def merge_partial_attention(out_a, lse_a, out_b, lse_b):
@@ -139,13 +203,19 @@ def exact_attention_with_lse(q, keys, values, mask):
 
 
 def latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid=None, rope_theta: float = 10000.0,
-                     rope_tables=None):
+                     rope_tables=None, own=None):
     """The serving path: the fused Triton kernel on CUDA tensors (when triton is installed), the
-    tiled torch path otherwise. Same arguments and result as reference_latent_attention."""
+    tiled torch path otherwise. Same arguments and result as reference_latent_attention, except that
+    `own` = (keys, values, mask) of the new tokens (keys rotated, (B, H_kv, L, d); mask (B, 1, L, L)
+    or None = causal) joins the past: the result is attention over past latents and new tokens.
+    A decode step's own token (L = 1, mask None) is folded into the kernel's merge on CUDA."""
     if q.is_cuda:
         from loopkv.serve import triton_latent_attention as fused
 
         if fused.triton is not None:
-            return fused.triton_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid, rope_theta)
+            fold = own is not None and q.shape[2] == 1 and own[2] is None
+            read = fused.triton_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid,
+                                                 rope_theta, rope_tables, own=own if fold else None)
+            return read if own is None or fold else merge_partial_attention(*read, *exact_attention_with_lse(q, *own))
     return torch_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid, rope_theta,
-                                  rope_tables=rope_tables)
+                                  rope_tables=rope_tables, own=own)

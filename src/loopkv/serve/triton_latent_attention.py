@@ -5,7 +5,7 @@ per head, so at batch 1 the context is split (flash-decoding) to give every mult
 A program walks its split's past tokens in tiles of BLOCK_S:
 loads the tile's K latents (BLOCK_S, r_k), rebuilds both RoPE halves of K in registers from the
 loop's decoder rows and calibration mean (K1 = c U1^T + mu1, K2 = c U2^T + mu2), rotates them to
-each key's position (cos/sin from the position and the inverse frequencies), scores them against
+each key's position (cos/sin read from the caller's RoPE tables), scores them against
 the query, updates an online softmax, and accumulates the softmax-weighted V *latents* (r_v wide).
 Each split writes its (max, sum, weighted latent); the splits are merged by log-sum-exp and the
 merged latent is decoded once: out = (acc / l) U_v^T + mu_v. Only latents are read from the cache;
@@ -21,6 +21,7 @@ import math
 
 import torch
 
+from loopkv.models.rope import Rotary
 from loopkv.serve.latent_attention import _check
 
 
@@ -44,13 +45,13 @@ def _kernel():
 if triton is not None:
     @triton.jit
     def latent_attention_kernel(
-        q_ptr, ck_ptr, cv_ptr, upk_ptr, muk_ptr, pos_ptr, valid_ptr, inv_freq_ptr,
+        q_ptr, ck_ptr, cv_ptr, upk_ptr, muk_ptr, cos_ptr, sin_ptr, valid_ptr,
         acc_ptr, m_ptr, l_ptr,
         S, L, HQ, GROUP, GK, GV, HKV, SPLITS, SPLIT_S, scale,
         stride_qb, stride_qh, stride_ql,
         stride_ckb, stride_cks, stride_ckg,
         stride_cvb, stride_cvs, stride_cvg,
-        stride_pb, stride_vb,
+        stride_tb, stride_ts, stride_vb,
         RK: tl.constexpr, RV: tl.constexpr, HALF: tl.constexpr,
         BLOCK_S: tl.constexpr, BLOCK_RK: tl.constexpr, BLOCK_RV: tl.constexpr, BLOCK_HALF: tl.constexpr,
         HAS_VALID: tl.constexpr, DOT_PRECISION: tl.constexpr,
@@ -74,7 +75,6 @@ if triton is not None:
         q_base = q_ptr + b * stride_qb + h * stride_qh + qi * stride_ql
         q1 = tl.load(q_base + offs_h, mask=mask_h, other=0.0).to(tl.float32) * scale
         q2 = tl.load(q_base + HALF + offs_h, mask=mask_h, other=0.0).to(tl.float32) * scale
-        inv_freq = tl.load(inv_freq_ptr + offs_h, mask=mask_h, other=0.0)
 
         # loop t's K decoder rows of this KV head, split into the two RoPE halves: (HALF, r_k)
         upk_base = upk_ptr + kv * (2 * HALF * RK)
@@ -97,10 +97,12 @@ if triton is not None:
                          mask=mask_s[:, None] & mask_rk[None, :], other=0.0)
             k1 = tl.dot(ck, tl.trans(u1), input_precision=DOT_PRECISION) + mu1[None, :]   # (BLOCK_S, HALF)
             k2 = tl.dot(ck, tl.trans(u2), input_precision=DOT_PRECISION) + mu2[None, :]
-            pos = tl.load(pos_ptr + b * stride_pb + offs_s, mask=mask_s, other=0).to(tl.float32)
-            angle = pos[:, None] * inv_freq[None, :]
-            cos = tl.cos(angle)
-            sin = tl.sin(angle)
+            # the keys' RoPE angles from the caller's tables: sin/cos per element in here cost more
+            # than everything else (measured), and one table serves every head, loop and layer
+            table = b * stride_tb + offs_s[:, None] * stride_ts + offs_h[None, :]
+            tile_mask = mask_s[:, None] & mask_h[None, :]
+            cos = tl.load(cos_ptr + table, mask=tile_mask, other=0.0)
+            sin = tl.load(sin_ptr + table, mask=tile_mask, other=0.0)
             # rotate-half RoPE: [k1, k2] -> [k1 cos - k2 sin, k2 cos + k1 sin]
             score = tl.sum((k1 * cos - k2 * sin) * q1[None, :] + (k2 * cos + k1 * sin) * q2[None, :], axis=1)
             keep = mask_s
@@ -122,74 +124,143 @@ if triton is not None:
         tl.store(m_ptr + part, m_i)
         tl.store(l_ptr + part, l_i)
 
+    @triton.jit
+    def merge_splits_kernel(
+        acc_ptr, m_ptr, l_ptr, upv_ptr, muv_ptr, q_ptr, ownk_ptr, ownv_ptr, out_ptr, lse_ptr,
+        SPLITS, L, HQ, GROUP, D, RV, scale,
+        stride_qb, stride_qh, stride_ql, stride_kb, stride_kh, stride_vb, stride_vh,
+        BLOCK_SPLITS: tl.constexpr, BLOCK_RV: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DFULL: tl.constexpr,
+        HAS_OWN: tl.constexpr,
+    ):
+        """One program per query: merge its splits by log-sum-exp, decode the merged V latent with its
+        KV head's decoder rows, and (decode steps) fold in the query's own exact key and value."""
+        part = tl.program_id(0)              # (b * HQ + h) * L + qi
+        row = part // L
+        b = row // HQ
+        h = row % HQ
+        kv = h // GROUP
+        offs_sp = tl.arange(0, BLOCK_SPLITS)
+        offs_rv = tl.arange(0, BLOCK_RV)
+        mask_rv = offs_rv < RV
+        s_own = -float("inf")                # the own key's score (weight 0 without one)
+        if HAS_OWN:
+            offs_f = tl.arange(0, BLOCK_DFULL)
+            mask_f = offs_f < D
+            qv = tl.load(q_ptr + b * stride_qb + h * stride_qh + offs_f, mask=mask_f, other=0.0).to(tl.float32)
+            kown = tl.load(ownk_ptr + b * stride_kb + kv * stride_kh + offs_f, mask=mask_f, other=0.0).to(tl.float32)
+            s_own = tl.sum(qv * kown, axis=0) * scale
+        top = s_own
+        for c in range(0, SPLITS, BLOCK_SPLITS):
+            m = tl.load(m_ptr + part * SPLITS + c + offs_sp, mask=c + offs_sp < SPLITS, other=-float("inf"))
+            top = tl.maximum(top, tl.max(m, axis=0))
+        top = tl.where(top == -float("inf"), 0.0, top)      # a query with no valid key at all
+        total = 0.0
+        weights = tl.zeros([BLOCK_RV], dtype=tl.float32)
+        for c in range(0, SPLITS, BLOCK_SPLITS):
+            mask_sp = c + offs_sp < SPLITS
+            m = tl.load(m_ptr + part * SPLITS + c + offs_sp, mask=mask_sp, other=-float("inf"))
+            l = tl.load(l_ptr + part * SPLITS + c + offs_sp, mask=mask_sp, other=0.0)
+            acc = tl.load(acc_ptr + (part * SPLITS + c + offs_sp[:, None]) * RV + offs_rv[None, :],
+                          mask=mask_sp[:, None] & mask_rv[None, :], other=0.0)
+            w = tl.exp(m - top)
+            total += tl.sum(w * l, axis=0)
+            weights += tl.sum(w[:, None] * acc, axis=0)
+        latent_total = total
+        w_own = tl.exp(s_own - top)
+        total += w_own
+        # out = (sum_s p_s c_v,s U_v^T + mu_v * sum_s p_s + p_own v_own) / total
+        inv = 1.0 / tl.maximum(total, 1e-30)
+        for d0 in range(0, D, BLOCK_D):
+            offs_d = d0 + tl.arange(0, BLOCK_D)
+            mask_d = offs_d < D
+            u = tl.load(upv_ptr + kv * D * RV + offs_d[:, None] * RV + offs_rv[None, :],
+                        mask=mask_d[:, None] & mask_rv[None, :], other=0.0).to(tl.float32)
+            mu = tl.load(muv_ptr + kv * D + offs_d, mask=mask_d, other=0.0).to(tl.float32)
+            val = tl.sum(u * weights[None, :], axis=1) + mu * latent_total
+            if HAS_OWN:
+                val += w_own * tl.load(ownv_ptr + b * stride_vb + kv * stride_vh + offs_d, mask=mask_d,
+                                       other=0.0).to(tl.float32)
+            tl.store(out_ptr + part * D + offs_d, val * inv, mask=mask_d)
+        tl.store(lse_ptr + part, top + tl.log(total))
 
-_KERNEL = None
+
+_NO_MASK: dict[torch.device, torch.Tensor] = {}
 
 
-def _split_size(s: int, programs: int, block_s: int, device: torch.device) -> int:
-    """Keys per split: enough splits for ~4 programs per multiprocessor (a decode step at batch 1 has
-    only heads x queries programs otherwise), but at least 4 tiles per split."""
+def _split_size(s: int, programs: int, block_s: int, device: torch.device, per_sm: int = 4) -> int:
+    """Keys per split: enough splits for `per_sm` programs per multiprocessor (a decode step at batch 1
+    has only heads x queries programs otherwise), but at least 4 tiles per split."""
     if device.type != "cuda":
         return max(s, 1)
-    want = 4 * torch.cuda.get_device_properties(device).multi_processor_count
+    want = per_sm * torch.cuda.get_device_properties(device).multi_processor_count
     splits = max(1, min(-(-want // programs), -(-s // (4 * block_s))))
     return -(-s // splits // block_s) * block_s or block_s
 
 
 def triton_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid=None,
-                            rope_theta: float = 10000.0, block_s: int = 32, split_s: int | None = None):
+                            rope_theta: float = 10000.0, rope_tables=None, own=None, block_s: int = 64,
+                            split_s: int | None = None, num_warps: int = 4, num_stages: int | None = None,
+                            per_sm: int = 4):
     """Same arguments and result as serve.latent_attention.reference_latent_attention.
-    `split_s`: keys per split of the context (default: sized to the device)."""
-    global _KERNEL
+    `rope_tables`: float32 (cos, sin) of `positions`, (B, 1, S, d) as Rotary.cos_sin makes them (a
+    cache builds them once per forward for its T*D calls); built here when not given.
+    `own`: (keys, values, None) of one new token per query row (a decode step; keys rotated,
+    (B, H_kv, 1, d)), attended together with the past: folded into the merge, no separate pass.
+    `split_s`: keys per split of the context (default: `per_sm` programs per multiprocessor);
+    `block_s`, `num_warps`, `num_stages`: launch tuning (benchmarks/latent_kernel_sweep.py)."""
     _check(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid)
-    if _KERNEL is None:
-        _KERNEL = _kernel()
+    kernel = _kernel()
     b, hq, length, d = q.shape
     if d % 2:
         raise ValueError(f"head_dim must be even for RoPE, got {d}")
+    if own is not None and (length != 1 or own[2] is not None or own[0].shape != (b, up_k.shape[0], 1, d)):
+        raise ValueError("`own` folds one new token per row into the merge: keys (B, H_kv, 1, d), no mask")
     h_kv = up_k.shape[0]
-    half = d // 2
     device = q.device
-    exponents = torch.arange(0, d, 2, dtype=torch.float64, device=device) / d
-    inv_freq = (1.0 / rope_theta**exponents).to(torch.float32)
     q = q.contiguous()
-    ck, cv = ck.contiguous(), cv.contiguous()
+    # any layout with unit stride in r (a cache stores (B, groups, S, r) and passes a transposed view)
+    ck, cv = (c if c.stride(-1) == 1 else c.contiguous() for c in (ck, cv))
     up_k = up_k.to(ck.dtype).contiguous()   # dot operands share a dtype
     mu_k = mu_k.contiguous()
-    positions = positions.contiguous()
-    valid = (key_valid.to(torch.int8).contiguous() if key_valid is not None
-             else torch.ones(1, 1, dtype=torch.int8, device=device))
+    if rope_tables is None:
+        rope_tables = Rotary(d, rope_theta).cos_sin(positions, torch.float32)
+    cos, sin = (t.float() for t in rope_tables)
+    if cos.shape != (b, 1, ck.shape[1], d) or cos.stride(-1) != 1 or sin.stride() != cos.stride():
+        raise ValueError(f"rope_tables must be (B, 1, S, d) = {(b, 1, ck.shape[1], d)} with unit stride in d")
+    if key_valid is not None:
+        valid = key_valid.to(torch.int8).contiguous()
+    else:
+        valid = _NO_MASK.get(device)
+        if valid is None:
+            valid = _NO_MASK[device] = torch.ones(1, 1, dtype=torch.int8, device=device)
     s, r_k, r_v = ck.shape[1], up_k.shape[-1], up_v.shape[-1]
     block_s = max(16, block_s)
-    split_s = split_s or _split_size(s, b * hq * length, block_s, device)
+    split_s = split_s or _split_size(s, b * hq * length, block_s, device, per_sm)
     splits = max(1, -(-s // split_s))
     acc = torch.empty(b, hq, length, splits, r_v, dtype=torch.float32, device=device)
     m = torch.empty(b, hq, length, splits, dtype=torch.float32, device=device)
     l = torch.empty(b, hq, length, splits, dtype=torch.float32, device=device)
-    _KERNEL[(b * hq, length, splits)](
-        q, ck, cv, up_k, mu_k, positions, valid, inv_freq, acc, m, l,
+    tuning = {"num_warps": num_warps, **({"num_stages": num_stages} if num_stages else {})}
+    kernel[(b * hq, length, splits)](
+        q, ck, cv, up_k, mu_k, cos, sin, valid, acc, m, l,
         s, length, hq, hq // h_kv, ck.shape[2], cv.shape[2], h_kv, splits, split_s, 1.0 / math.sqrt(d),
         q.stride(0), q.stride(1), q.stride(2),
         ck.stride(0), ck.stride(1), ck.stride(2),
         cv.stride(0), cv.stride(1), cv.stride(2),
-        positions.stride(0), valid.stride(0),
-        RK=r_k, RV=r_v, HALF=half, BLOCK_S=block_s, BLOCK_RK=_pow2(r_k), BLOCK_RV=_pow2(r_v),
-        BLOCK_HALF=_pow2(half), HAS_VALID=key_valid is not None,
+        cos.stride(0), cos.stride(2), valid.stride(0),
+        RK=r_k, RV=r_v, HALF=d // 2, BLOCK_S=block_s, BLOCK_RK=_pow2(r_k), BLOCK_RV=_pow2(r_v),
+        BLOCK_HALF=_pow2(d // 2), HAS_VALID=key_valid is not None,
         DOT_PRECISION="ieee" if ck.dtype == torch.float32 else "tf32",   # exact float32; bf16 ignores it
+        **tuning,
     )
-    return _merge_splits(acc, m, l, up_v, mu_v)
-
-
-def _merge_splits(acc, m, l, up_v, mu_v):
-    """Per-split (weighted V latent, max, sum) -> (out, lse): log-sum-exp merge, then the merged
-    latent decoded once per query with its KV head's V decoder rows."""
-    top = m.amax(dim=-1, keepdim=True)
-    top = torch.where(torch.isinf(top), torch.zeros_like(top), top)     # a query with no valid key
-    w = torch.exp(m - top)                                               # (B, Hq, L, splits)
-    total = (w * l).sum(dim=-1)
-    weights = (w[..., None] * acc).sum(dim=-2) / total.clamp(min=1e-30)[..., None]   # (B, Hq, L, r_v)
-    group = acc.shape[1] // up_v.shape[0]
-    up = up_v.float().repeat_interleave(group, dim=0)                   # (Hq, d, r_v)
-    mu = mu_v.float().repeat_interleave(group, dim=0)
-    out = torch.einsum("bhlr,hdr->bhld", weights, up) + mu[None, :, None]
-    return out, top.squeeze(-1) + torch.log(total)
+    out = torch.empty(b, hq, length, d, dtype=torch.float32, device=device)
+    lse = torch.empty(b, hq, length, dtype=torch.float32, device=device)
+    own_k, own_v = (own[0], own[1]) if own is not None else (q, q)     # unused pointers without `own`
+    merge_splits_kernel[(b * hq * length,)](
+        acc, m, l, up_v.contiguous(), mu_v.contiguous(), q, own_k, own_v, out, lse,
+        splits, length, hq, hq // h_kv, d, r_v, 1.0 / math.sqrt(d),
+        q.stride(0), q.stride(1), q.stride(2), own_k.stride(0), own_k.stride(1), own_v.stride(0), own_v.stride(1),
+        BLOCK_SPLITS=16, BLOCK_RV=_pow2(r_v), BLOCK_D=min(32, _pow2(d)), BLOCK_DFULL=_pow2(d),
+        HAS_OWN=own is not None,
+    )
+    return out, lse
