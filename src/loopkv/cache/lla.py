@@ -8,8 +8,8 @@ encoded at (loop T-1, layer d), when all its loops of layer d are known.
 Read paths (config `read_path`):
 - latent: only latents persist; loop t's K/V of past tokens are decoded on every read (x_hat_t =
   c W_up,t^T + mu_t) and K is rotated to each token's position. The capacity path.
-- full: the reconstructed, rotated K/V of every loop are stored at encode time: no memory saving,
-  no decode per read (the paper's "full-memory" path).
+- full: the reconstructed, rotated K/V of every loop are stored (written over the new tokens' exact
+  K/V at the end of their forward): no memory saving, no decode per read (the paper's "full-memory" path).
 - fused: latent storage as `latent`, but attention over past tokens reads the latents directly
   (serve/latent_attention.py: K rebuilt per tile, V absorbed; the Triton kernel on CUDA, the tiled
   torch path elsewhere): no K/V of the context is materialised. New tokens attend to their own
@@ -53,6 +53,7 @@ class LLACache(LoopCache):
         self.latents: dict[str, list[torch.Tensor | None]] = {"k": [None] * D, "v": [None] * D}
         self.recon: dict[str, list[torch.Tensor | None]] = {"k": [None] * (T * D), "v": [None] * (T * D)}
         self._pending_kv: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
+        self._unwritten: dict[int, dict[str, torch.Tensor]] = {}   # full path: layer -> this forward's latents
         # on the codec's device: a CPU index into CUDA weights would copy it over at every call
         self._rows = [codec.loop_rows(t).to(codec.mu_k.device) for t in range(T)]
         self._traced_latents: dict[int, tuple] = {}   # layer -> (trace, latents) for reconstruct()
@@ -60,10 +61,19 @@ class LLACache(LoopCache):
 
     def append(self, loop, layer, positions, k, v):
         self._pending_kv.setdefault(layer, []).append((k, v))
+        if self.read_path == "full":   # stored exact for this forward; end_forward writes the reconstruction over it
+            i = self.entry(loop, layer)
+            self.recon["k"][i] = concat(self.recon["k"][i], self.rope(positions, k))
+            old = self.recon["v"][i]   # a copy even when first: end_forward writes into the store
+            self.recon["v"][i] = v.clone() if old is None else concat(old, v)
         if loop == self.num_loops - 1:
             self._encode(layer)
 
     def update(self, loop, layer, positions, k, v):
+        if self.read_path == "full":   # the store is what attention reads: one copy per call, as the teacher's
+            self.append(loop, layer, positions, k, v)
+            i = self.entry(loop, layer)
+            return self.recon["k"][i], self.recon["v"][i]
         past_k, past_v = self._past(loop, layer)      # before this forward's tokens are encoded
         self.append(loop, layer, positions, k, v)
         new_k = self.rope(positions, k)
@@ -114,10 +124,7 @@ class LLACache(LoopCache):
         return slice(layer * per_layer, (layer + 1) * per_layer)
 
     def _past(self, loop: int, layer: int):
-        """Past tokens' (post-RoPE K, V) at (loop, layer), or (None, None) with no past."""
-        if self.read_path == "full":
-            i = self.entry(loop, layer)
-            return self.recon["k"][i], self.recon["v"][i]
+        """Past tokens' (post-RoPE K, V) at (loop, layer) on the latent path, or (None, None) with no past."""
         if self.latents["k"][layer] is None:
             return None, None
         k = self._decode("k", layer, loop, self.stored("k", layer))
@@ -135,7 +142,7 @@ class LLACache(LoopCache):
         for index, kind in ((0, "k"), (1, "v")):
             latent = self._latent(kind, layer, [step[index] for step in loops])
             if self.read_path == "full":
-                self._store_reconstruction(kind, layer, latent)
+                self._unwritten.setdefault(layer, {})[kind] = latent
             else:
                 self.latents[kind][layer] = concat(self.latents[kind][layer], latent.transpose(1, 2), dim=2)
 
@@ -155,13 +162,21 @@ class LLACache(LoopCache):
             seen = self._traced_latents[layer] = (trace, latents)
         return tuple(self._decode(kind, layer, loop, seen[1][kind]) for kind in ("k", "v"))
 
-    def _store_reconstruction(self, kind: str, layer: int, latent: torch.Tensor) -> None:
-        for loop in range(self.num_loops):
-            x = self._decode(kind, layer, loop, latent)
-            if kind == "k":
-                x = self.rope(self._new_positions, x)
-            i = self.entry(loop, layer)
-            self.recon[kind][i] = concat(self.recon[kind][i], x)
+    def end_forward(self):
+        # full-memory path: the new tokens' exact K/V, stored at their calls (attention read them), are
+        # overwritten in place by their reconstruction, which is what later tokens must read. Writing
+        # earlier would change what this forward's own later loops see; appending again would copy
+        # every stored tensor a second time per step.
+        for layer, latents in self._unwritten.items():
+            for kind, latent in latents.items():
+                for loop in range(self.num_loops):
+                    x = self._decode(kind, layer, loop, latent)
+                    if kind == "k":
+                        x = self.rope(self._new_positions, x)
+                    store = self.recon[kind][self.entry(loop, layer)]
+                    store[:, :, store.shape[2] - x.shape[2]:] = x.to(store.dtype)
+        self._unwritten = {}
+        super().end_forward()
 
     # -- accounting ------------------------------------------------------------------------
     def bytes_per_token(self, dtype):
