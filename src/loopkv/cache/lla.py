@@ -64,8 +64,7 @@ class LLACache(LoopCache):
         if self.read_path == "full":   # stored exact for this forward; end_forward writes the reconstruction over it
             i = self.entry(loop, layer)
             self.recon["k"][i] = concat(self.recon["k"][i], self.rope(positions, k))
-            old = self.recon["v"][i]   # a copy even when first: end_forward writes into the store
-            self.recon["v"][i] = v.clone() if old is None else concat(old, v)
+            self.recon["v"][i] = concat(self.recon["v"][i], v)
         if loop == self.num_loops - 1:
             self._encode(layer)
 
@@ -173,8 +172,12 @@ class LLACache(LoopCache):
                     x = self._decode(kind, layer, loop, latent)
                     if kind == "k":
                         x = self.rope(self._new_positions, x)
-                    store = self.recon[kind][self.entry(loop, layer)]
-                    store[:, :, store.shape[2] - x.shape[2]:] = x.to(store.dtype)
+                    i = self.entry(loop, layer)
+                    store = self.recon[kind][i]
+                    if store.shape[2] == x.shape[2]:   # the first forward: the store may be the caller's V itself
+                        self.recon[kind][i] = x.to(store.dtype)
+                    else:                              # a tensor of our own (a cat): its tail, in place
+                        store[:, :, store.shape[2] - x.shape[2]:] = x.to(store.dtype)
         self._unwritten = {}
         super().end_forward()
 

@@ -71,7 +71,7 @@ def cpu_peak_growth(served: Served, prompt: torch.Tensor, new_tokens: int) -> in
     """Peak resident memory added by one prefill + decode run on CPU (cache, activations, workspace):
     the run happens in a forked child (one thread), whose peak RSS (ru_maxrss) minus its RSS at the fork is the
     answer. Freed heap is handed back to the OS first (malloc_trim), so the child cannot reuse the
-    parent's free lists unseen. None where fork or /proc are unavailable."""
+    parent's free lists unseen, and blocks of 128 KiB or more are mapped and unmapped one by one. None where fork or /proc are unavailable."""
     import ctypes
     import os
     import resource
@@ -79,15 +79,21 @@ def cpu_peak_growth(served: Served, prompt: torch.Tensor, new_tokens: int) -> in
     if not hasattr(os, "fork") or not os.path.exists("/proc/self/statm"):
         return None
     try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        libc = ctypes.CDLL("libc.so.6")
+        libc.malloc_trim(0)
     except OSError:
-        pass
+        libc = None
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:   # child: measure, report through the pipe, exit without running the parent's atexit
         code = 1
         try:
             torch.set_num_threads(1)   # the parent's OpenMP pool does not survive a fork
+            if libc is not None:
+                # a fixed mmap threshold: glibc's adapts to the largest block freed so far, so the
+                # parent's history decided whether a run's mid-sized tensors came from the heap
+                # (kept after free: higher peak) or mmap; the same run measured 131 or 192 MiB
+                libc.mallopt(-3, 128 * 1024)   # M_MMAP_THRESHOLD
             with open("/proc/self/statm") as f:
                 start = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
             timed_run(served, prompt, new_tokens)
