@@ -5,9 +5,10 @@ Python launch overhead drops out) beside the eager call's wall time, with the te
 
     python benchmarks/latent_kernel_sweep.py [--contexts 4096 32768 262144] [--out sweep.json]
 
-Axes: block_s (keys per tile), num_warps, the RoPE tables (given, as a decode step's cache shares
-them across its T*D calls, or built in the call), and r_k (96 pads to 128 in tl.dot: is the padding
-paid?).
+Axes: block_s (keys per tile), num_warps, fold_query (the query folded into K's decoder: fewer
+operations per key, its error against float32 reconstruct-then-attend reported beside), the RoPE
+tables (given, as a decode step's cache shares them across its T*D calls, or built in the call), and
+r_k (96 pads to 128 in tl.dot: is the padding paid?).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import torch.nn.functional as F
 
 from loopkv.models.rope import Rotary
 from loopkv.serve.kernel_bench import random_inputs
+from loopkv.serve.latent_attention import reference_latent_attention
 from loopkv.serve.triton_latent_attention import triton_latent_attention
 
 
@@ -71,10 +73,13 @@ def main() -> None:
         rows.append(row)
         print(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
 
-    def fused(inputs, **settings):
+    def fused(inputs, reference=None, **settings):
         try:
             call = lambda: triton_latent_attention(*inputs.values(), rope_theta=1e6, **settings)   # noqa: E731
-            return {"gpu_ms": gpu_ms(call), "wall_ms": wall_ms(call, 5)}
+            row = {"gpu_ms": gpu_ms(call), "wall_ms": wall_ms(call, 5)}
+            if reference is not None:
+                row["max_abs_err"] = (call()[0] - reference).abs().max().item()
+            return row
         except Exception as error:   # a setting that does not compile (registers, shared memory)
             return {"error": f"{type(error).__name__}: {str(error)[:200]}"}
 
@@ -83,12 +88,19 @@ def main() -> None:
         tables = Rotary(d, 1e6).cos_sin(lat["positions"], torch.float32)
         sdpa = lambda: F.scaled_dot_product_attention(lat["q"], keys, values)   # noqa: E731
         record(context=context, impl="teacher_sdpa", gpu_ms=gpu_ms(sdpa), wall_ms=wall_ms(sdpa))
-        for block_s, warps, given in itertools.product((32, 64, 128), (4, 8), (True, False)):
-            record(context=context, impl="fused", block_s=block_s, num_warps=warps, tables="given" if given else "built",
-                   r_k=96, **fused(lat, block_s=block_s, num_warps=warps, rope_tables=tables if given else None))
+        # float32 math on the same bf16 inputs: the fold's rounding shows against it
+        reference = reference_latent_attention(*(a.float() if a is not None and a.is_floating_point() else a
+                                                 for a in lat.values()), rope_theta=1e6)[0]
+        for block_s, warps, fold in itertools.product((32, 64, 128), (4, 8), (False, True)):
+            record(context=context, impl="fused", block_s=block_s, num_warps=warps, fold_query=fold, tables="given",
+                   r_k=96, **fused(lat, reference, block_s=block_s, num_warps=warps, fold_query=fold,
+                                   rope_tables=tables))
+        del reference
+        record(context=context, impl="fused", block_s=64, num_warps=4, fold_query=False, tables="built", r_k=96,
+               **fused(lat))
         for r_k in (64, 128):   # the padding question: 96 runs a 128-wide dot
             other, _, _ = random_inputs(1, heads, context, d, r_k, 160, torch.bfloat16, "cuda")
-            record(context=context, impl="fused", block_s=64, num_warps=4, tables="given", r_k=r_k,
+            record(context=context, impl="fused", block_s=64, num_warps=4, fold_query=False, tables="given", r_k=r_k,
                    **fused(other, rope_tables=tables))
     if args.out:
         with open(args.out, "w") as f:

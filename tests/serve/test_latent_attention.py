@@ -49,13 +49,15 @@ def test_tiled_torch_path_equals_reconstruct_then_attend(shape, offset, padded, 
 
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("offset,padded,split_s", [(0, False, None), (262000, True, 32)])
-def test_triton_kernel_equals_reconstruct_then_attend(shape, offset, padded, split_s):
+@pytest.mark.parametrize("fold_query", [False, True])
+def test_triton_kernel_equals_reconstruct_then_attend(shape, offset, padded, split_s, fold_query):
     pytest.importorskip("triton")
     from loopkv.serve.triton_latent_attention import triton_latent_attention
 
     args = _case(*shape, seed=1, offset=offset, padded=padded)
     ref_out, ref_lse = reference_latent_attention(*args, rope_theta=1e6)
-    out, lse = triton_latent_attention(*args, rope_theta=1e6, block_s=16, split_s=split_s)   # 32: several splits
+    out, lse = triton_latent_attention(*args, rope_theta=1e6, block_s=16, split_s=split_s,   # 32: several splits
+                                       fold_query=fold_query)
     torch.testing.assert_close(out, ref_out, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(lse, ref_lse, rtol=1e-5, atol=1e-4)
     tables = Rotary(args[0].shape[-1], 1e6).cos_sin(args[7], torch.float32)   # a cache's, built once per forward

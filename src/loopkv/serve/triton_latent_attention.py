@@ -54,7 +54,7 @@ if triton is not None:
         stride_tb, stride_ts, stride_vb,
         RK: tl.constexpr, RV: tl.constexpr, HALF: tl.constexpr,
         BLOCK_S: tl.constexpr, BLOCK_RK: tl.constexpr, BLOCK_RV: tl.constexpr, BLOCK_HALF: tl.constexpr,
-        HAS_VALID: tl.constexpr, DOT_PRECISION: tl.constexpr,
+        HAS_VALID: tl.constexpr, DOT_PRECISION: tl.constexpr, FOLD_QUERY: tl.constexpr,
     ):
         row = tl.program_id(0)               # b * HQ + h
         qi = tl.program_id(1)                # query index in L
@@ -84,6 +84,17 @@ if triton is not None:
         u2 = tl.load(upk_base + (HALF + offs_h)[:, None] * RK + offs_rk[None, :], mask=uk_mask, other=0.0)
         mu1 = tl.load(muk_ptr + kv * 2 * HALF + offs_h, mask=mask_h, other=0.0).to(tl.float32)
         mu2 = tl.load(muk_ptr + kv * 2 * HALF + HALF + offs_h, mask=mask_h, other=0.0).to(tl.float32)
+        if FOLD_QUERY:
+            # the query folded into the decoder (serve/latent_attention.py, _query_folded_decoder):
+            # score = sum_j cos_j (c w1 + b1)_j + sin_j (c w2 + b2)_j, a third of the elementwise work
+            # per key; w rounded to the cache dtype (bf16 on a GPU: like the teacher's own q and K)
+            u1f, u2f = u1.to(tl.float32), u2.to(tl.float32)
+            w1 = (q1[:, None] * u1f + q2[:, None] * u2f).to(ck_ptr.dtype.element_ty)
+            w2 = (q2[:, None] * u1f - q1[:, None] * u2f).to(ck_ptr.dtype.element_ty)
+            b1 = q1 * mu1 + q2 * mu2
+            b2 = q2 * mu1 - q1 * mu2
+        else:
+            w1, w2, b1, b2 = u1, u2, mu1, mu2
 
         m_i = -float("inf")
         l_i = 0.0
@@ -95,16 +106,18 @@ if triton is not None:
             mask_s = offs_s < hi
             ck = tl.load(ck_ptr + b * stride_ckb + offs_s[:, None] * stride_cks + gk * stride_ckg + offs_rk[None, :],
                          mask=mask_s[:, None] & mask_rk[None, :], other=0.0)
-            k1 = tl.dot(ck, tl.trans(u1), input_precision=DOT_PRECISION) + mu1[None, :]   # (BLOCK_S, HALF)
-            k2 = tl.dot(ck, tl.trans(u2), input_precision=DOT_PRECISION) + mu2[None, :]
+            x1 = tl.dot(ck, tl.trans(w1), input_precision=DOT_PRECISION) + b1[None, :]   # (BLOCK_S, HALF)
+            x2 = tl.dot(ck, tl.trans(w2), input_precision=DOT_PRECISION) + b2[None, :]
             # the keys' RoPE angles from the caller's tables: sin/cos per element in here cost more
             # than everything else (measured), and one table serves every head, loop and layer
             table = b * stride_tb + offs_s[:, None] * stride_ts + offs_h[None, :]
             tile_mask = mask_s[:, None] & mask_h[None, :]
             cos = tl.load(cos_ptr + table, mask=tile_mask, other=0.0)
             sin = tl.load(sin_ptr + table, mask=tile_mask, other=0.0)
-            # rotate-half RoPE: [k1, k2] -> [k1 cos - k2 sin, k2 cos + k1 sin]
-            score = tl.sum((k1 * cos - k2 * sin) * q1[None, :] + (k2 * cos + k1 * sin) * q2[None, :], axis=1)
+            if FOLD_QUERY:
+                score = tl.sum(x1 * cos + x2 * sin, axis=1)
+            else:   # x = K's halves; rotate-half RoPE: [k1, k2] -> [k1 cos - k2 sin, k2 cos + k1 sin]
+                score = tl.sum((x1 * cos - x2 * sin) * q1[None, :] + (x2 * cos + x1 * sin) * q2[None, :], axis=1)
             keep = mask_s
             if HAS_VALID:
                 keep = keep & (tl.load(valid_ptr + b * stride_vb + offs_s, mask=mask_s, other=0) != 0)
@@ -200,14 +213,16 @@ def _split_size(s: int, programs: int, block_s: int, device: torch.device, per_s
 def triton_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid=None,
                             rope_theta: float = 10000.0, rope_tables=None, own=None, block_s: int = 64,
                             split_s: int | None = None, num_warps: int = 4, num_stages: int | None = None,
-                            per_sm: int = 4):
+                            per_sm: int = 4, fold_query: bool = False):
     """Same arguments and result as serve.latent_attention.reference_latent_attention.
     `rope_tables`: float32 (cos, sin) of `positions`, (B, 1, S, d) as Rotary.cos_sin makes them (a
     cache builds them once per forward for its T*D calls); built here when not given.
     `own`: (keys, values, None) of one new token per query row (a decode step; keys rotated,
     (B, H_kv, 1, d)), attended together with the past: folded into the merge, no separate pass.
     `split_s`: keys per split of the context (default: `per_sm` programs per multiprocessor);
-    `block_s`, `num_warps`, `num_stages`: launch tuning (benchmarks/latent_kernel_sweep.py)."""
+    `block_s`, `num_warps`, `num_stages`: launch tuning (benchmarks/latent_kernel_sweep.py).
+    `fold_query`: fold the query into K's decoder (fewer operations per key; in bf16 the folded rows
+    are rounded once, like the teacher's bf16 q and K): exact in float32, not yet timed on a GPU."""
     _check(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid)
     kernel = _kernel()
     b, hq, length, d = q.shape
@@ -251,7 +266,7 @@ def triton_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_va
         RK=r_k, RV=r_v, HALF=d // 2, BLOCK_S=block_s, BLOCK_RK=_pow2(r_k), BLOCK_RV=_pow2(r_v),
         BLOCK_HALF=_pow2(d // 2), HAS_VALID=key_valid is not None,
         DOT_PRECISION="ieee" if ck.dtype == torch.float32 else "tf32",   # exact float32; bf16 ignores it
-        **tuning,
+        FOLD_QUERY=fold_query, **tuning,
     )
     out = torch.empty(b, hq, length, d, dtype=torch.float32, device=device)
     lse = torch.empty(b, hq, length, dtype=torch.float32, device=device)
