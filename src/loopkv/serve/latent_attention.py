@@ -11,7 +11,8 @@ over latents and decoded once per query (exact, since the weights sum to 1).
 
 - `reference_latent_attention`: reconstruct every K and V, then attend (the definition).
 - `torch_latent_attention`: tiles of past tokens with an online softmax, K rebuilt per tile, V
-  absorbed (the CPU serving path; transient memory O(tile), not O(context)).
+  absorbed (the CPU serving path; transient memory O(tile), not O(context)); one query per KV head
+  (a decode step without GQA) folds the query into K's decoder instead of rebuilding K.
 - `loopkv.serve.triton_latent_attention`: the same loop as one fused kernel.
 
 Shapes: q (B, Hq, L, d) with RoPE applied; latents ck (B, S, Gk, r_k), cv (B, S, Gv, r_v) where a
@@ -144,7 +145,7 @@ def torch_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_val
         l = l * rescale + p.sum(dim=-1)
         acc = acc * rescale[..., None] + p @ _per_head(cv[:, start:end], h_kv)
         m = m_new
-    out = decoded(acc / l.clamp(min=1e-30)[..., None]) + mu_v.float()[None, :, None].repeat_interleave(group, 1)
+    out = decoded(acc / l.clamp(min=1e-30)[..., None]) + _grouped(mu_v.float()[None, :, None], hq)
     read = out, (m + torch.log(l)).reshape(b, hq, length)
     return read if own is None else merge_partial_attention(*read, *exact_attention_with_lse(q, *own))
 
