@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU checks of one short device session, in order of value, each bounded by its own timeout so
 # one failure or overrun leaves the rest: the latent-attention kernel (correctness in float32 and
-# bf16, then LLA Table 13's timings), its launch settings swept (GPU time per setting), the serving
-# benchmark at Ouro-1.4B's architecture (random weights), then at the configured (embedded) one.
+# bf16, then LLA Table 13's timings), the serving benchmark at Ouro-1.4B's architecture (random
+# weights) and at the configured (embedded) one, then the kernel's launch settings swept (GPU time).
 #   [ONLY="kernel serve_1.4b"] bash benchmarks/gpu_session.sh OUT_DIR        (needs a CUDA device; PYTHONPATH=src if not installed)
 set -u
 out=${1:?output folder}
@@ -20,7 +20,7 @@ step() {   # name, seconds, command...
     echo "   exit $? after $((SECONDS - start))s"; tail -n 40 "$out/$name.log"
 }
 step kernel 120 python3 benchmarks/latent_kernel.py --contexts 4096 32768 262144 --out "$out/kernel.json"
-step sweep 150 python3 benchmarks/latent_kernel_sweep.py --contexts 4096 32768 262144 --out "$out/sweep.json"
 step serve_1.4b 240 python3 benchmarks/serving.py --device cuda --arch ouro-1.4b --context 4096 --gpu-memory-mb 100000 \
     --batch-sizes 1 8 32 --prompt-len 1024 --new-tokens 16 --rounds 2 --out "$out/serve_1.4b.json"
 step serve_default 90 python3 benchmarks/serving.py --device cuda --rounds 2 --gpu-memory-mb 100000 --out "$out/serve_default.json"
+step sweep 150 python3 benchmarks/latent_kernel_sweep.py --contexts 4096 32768 262144 --out "$out/sweep.json"
