@@ -33,3 +33,24 @@ def test_interleaved_rows_pair_every_method_with_the_reference():
                                                          ("teacher", 2), ("teacher again", 2)]
     assert all(r["throughput_ratio_to_reference"] > 0 and r["peak_bytes"] > 0 for r in rows)
     assert rows[0]["throughput_ratio_to_reference"] == 1.0
+
+
+def test_every_served_method_keeps_to_its_model_device():
+    """Prefill and decode of every served method with the model and the prompt on the meta device: a
+    stand-in for a GPU that a CPU can run, where any tensor a method or model builds on the default
+    device instead meets a meta tensor and fails (the first GPU serving run died of exactly that: a
+    MELT student built on the CPU beside a CUDA teacher)."""
+    from loopkv.serve.bench import served_methods
+
+    methods = {"cache_dtype": "bfloat16", "k_share": 0.375, "budgets": {"4x": 4.0}}
+    teacher = random_model(ARCH, torch.float32, "meta")
+    prompt = torch.randint(3, 256, (2, 8)).to("meta")
+    served = served_methods(teacher, methods, "4x")
+    assert [s.name for s in served] == ["teacher", "lla 4x full", "lla 4x latent", "lla 4x fused", "melt"]
+    for method in served:
+        with torch.no_grad():
+            cache = method.new_cache()
+            token = method.model(prompt, cache=cache).logits[:, -1].argmax(-1, keepdim=True)
+            for _ in range(2):
+                token = method.model(token, cache=cache).logits[:, -1].argmax(-1, keepdim=True)
+        assert token.device.type == "meta" and cache.get_seq_length() == 10, method.name
