@@ -69,9 +69,10 @@ def timed_run(served: Served, prompt: torch.Tensor, new_tokens: int) -> dict:
 
 def cpu_peak_growth(served: Served, prompt: torch.Tensor, new_tokens: int) -> int | None:
     """Peak resident memory added by one prefill + decode run on CPU (cache, activations, workspace):
-    the run happens in a forked child (one thread), whose peak RSS (ru_maxrss) minus its RSS at the fork is the
-    answer. Freed heap is handed back to the OS first (malloc_trim), so the child cannot reuse the
-    parent's free lists unseen, and blocks of 128 KiB or more are mapped and unmapped one by one. None where fork or /proc are unavailable."""
+    the run happens in a forked child (one thread), whose peak RSS (ru_maxrss) minus its RSS at the
+    fork is the answer. Freed heap is handed back to the OS first (malloc_trim), so the child cannot
+    reuse the parent's free lists unseen, and blocks of 128 KiB or more are mapped and unmapped one by
+    one. None where fork or /proc are unavailable."""
     import ctypes
     import os
     import resource

@@ -146,7 +146,11 @@ def torch_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_val
         acc = acc * rescale[..., None] + p @ _per_head(cv[:, start:end], h_kv)
         m = m_new
     out = decoded(acc / l.clamp(min=1e-30)[..., None]) + _grouped(mu_v.float()[None, :, None], hq)
-    read = out, (m + torch.log(l)).reshape(b, hq, length)
+    return _with_own(q, (out, (m + torch.log(l)).reshape(b, hq, length)), own)
+
+
+def _with_own(q, read, own):
+    """(out, lse) over past latents -> over past and the new tokens `own` (None: unchanged)."""
     return read if own is None else merge_partial_attention(*read, *exact_attention_with_lse(q, *own))
 
 
@@ -217,6 +221,6 @@ def latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid=Non
             fold = own is not None and q.shape[2] == 1 and own[2] is None
             read = fused.triton_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid,
                                                  rope_theta, rope_tables, own=own if fold else None)
-            return read if own is None or fold else merge_partial_attention(*read, *exact_attention_with_lse(q, *own))
+            return read if fold else _with_own(q, read, own)
     return torch_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid, rope_theta,
                                   rope_tables=rope_tables, own=own)
