@@ -181,9 +181,12 @@ def test_bad_ranks_and_layouts_are_rejected():
 
 
 @pytest.mark.parametrize("method", ["lla", "lla2d"])
-def test_latent_and_full_read_paths_give_the_same_logits(reference_model, calibration, method):
+@pytest.mark.parametrize("cpu_kernel", ["cpp", "torch"])    # the fused read's two CPU implementations
+def test_latent_and_full_read_paths_give_the_same_logits(reference_model, calibration, method, cpu_kernel,
+                                                         monkeypatch):
     """Both paths hand attention decode(encode(x)) rotated to the token's position: one stores it,
-    the other recomputes it on every read."""
+    the other recomputes it on every read. The fused read attends to the latents directly."""
+    monkeypatch.setenv("LOOPKV_CPU_KERNEL", cpu_kernel)
     config = reference_model.config
     codec = make_codec(config, calibration, 3, 6, METHOD_LAYOUT[method])
     tokens = torch.randint(3, 256, (2, 12))
@@ -200,9 +203,12 @@ def test_latent_and_full_read_paths_give_the_same_logits(reference_model, calibr
 
 
 @pytest.mark.parametrize("method", ["lla", "lla2d"])
-def test_fused_path_generates_left_padded_batches_like_the_latent_path(reference_model, calibration, method):
+@pytest.mark.parametrize("cpu_kernel", ["cpp", "torch"])
+def test_fused_path_generates_left_padded_batches_like_the_latent_path(reference_model, calibration, method,
+                                                                       cpu_kernel, monkeypatch):
     """Batched decode with left padding: the fused read (latents read in place, padded slots masked)
     continues every prompt as the reconstruct-on-read path does."""
+    monkeypatch.setenv("LOOPKV_CPU_KERNEL", cpu_kernel)
     from loopkv.eval.generation import greedy_generate
 
     config = reference_model.config
@@ -212,3 +218,23 @@ def test_fused_path_generates_left_padded_batches_like_the_latent_path(reference
                                  cache_factory=lambda path=path: build(method, path, config, codec))
            for path in ("latent", "fused")}
     assert out["fused"] == out["latent"]
+
+
+def test_fused_read_follows_a_codec_updated_in_place(reference_model, calibration):
+    """The fused read gathers each loop's decoder rows once and reuses them; a codec changed in place
+    between forwards (an optimizer step) must be re-gathered, not served stale."""
+    config = reference_model.config
+    codec = make_codec(config, calibration, 3, 6)
+    tokens = torch.randint(3, 256, (2, 6))
+    original = {k: v.clone() for k, v in codec.state_dict().items()}
+    logits = {}
+    for path in ("fused", "latent"):    # latent: decodes with the current weights at every read
+        codec.load_state_dict(original)
+        cache = build("lla", path, config, codec)
+        with torch.no_grad():
+            reference_model(tokens[:, :4], cache=cache)
+            reference_model(tokens[:, 4:5], cache=cache)       # the fused cache has gathered its decoders
+            codec.up_k.mul_(1.5)
+            codec.mu_v.add_(0.25)
+            logits[path] = reference_model(tokens[:, 5:6], cache=cache).logits
+    torch.testing.assert_close(logits["fused"], logits["latent"], atol=1e-4, rtol=0)

@@ -46,7 +46,7 @@ def test_stale_extension_build_locks_are_cleared_fresh_ones_kept(tmp_path, monke
     import os
     import time
 
-    from loopkv.train.engine import clear_stale_build_locks
+    from loopkv.utils.extensions import clear_stale_build_locks
 
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
     stale, fresh = tmp_path / "py311_cpu" / "deepspeed_shm_comm" / "lock", tmp_path / "other_op" / "lock"

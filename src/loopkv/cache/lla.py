@@ -58,6 +58,7 @@ class LLACache(LoopCache):
         self._rows = [codec.loop_rows(t).to(codec.mu_k.device) for t in range(T)]
         self._traced_latents: dict[int, tuple] = {}   # layer -> (trace, latents) for reconstruct()
         self._decoders: dict[tuple, tuple] = {}        # (kind, layer, loop) -> decoder rows (fused reads)
+        self._codec_version: tuple = ()
 
     def append(self, loop, layer, positions, k, v):
         self._pending_kv.setdefault(layer, []).append((k, v))
@@ -98,11 +99,20 @@ class LLACache(LoopCache):
                                   rope_tables=self.rope_tables(self.positions, torch.float32), own=(new_k, v, own_mask))
         return out.to(q.dtype)
 
+    def begin_forward(self, positions):
+        super().begin_forward(positions)
+        self._codec_version = self._current_codec_version()   # weights change between forwards only
+
+    def _current_codec_version(self) -> tuple:
+        return tuple((p._version, p.data_ptr()) for kind in ("k", "v") for p in self.codec.params(kind))
+
     def loop_decoder(self, kind: str, layer: int, loop: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(up (H_kv, d_head, r), mu (H_kv, d_head)): the rows of `layer`'s decoder that give `loop`.
-        Gathered once per decode, not per call; a codec updated in place (training) is re-gathered."""
+        Gathered once per decode, not per call; a codec updated in place (training) is re-gathered
+        (its version is read once per forward)."""
         mu, _, up = self.codec.params(kind)
-        key, version = (kind, layer, loop), (up._version, mu._version, up.data_ptr(), mu.data_ptr())
+        key = (kind, layer, loop)
+        version = self._codec_version if self._new_positions is not None else self._current_codec_version()
         hit = self._decoders.get(key)
         if hit is None or hit[0] != version:
             groups, rows = self._groups(layer), self._rows[loop]

@@ -3,7 +3,7 @@ context, random weights, three ways measured interleaved in one run:
 
 - teacher:     scaled dot-product attention over stored, rotated K and V (what the teacher reads)
 - reconstruct: rebuild every K (rotated) and V from latents, then attend (the capacity path)
-- fused:       latent attention read in place (the Triton kernel on CUDA; the tiled torch path on CPU),
+- fused:       latent attention read in place (the Triton kernel on CUDA; the C++ kernel on CPU),
                given the keys' RoPE cos/sin tables, which a decode step builds once for its T*D calls
 
 Times are per call = one (loop, layer) for every head of `batch` rows; a decode token makes T*D
@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from loopkv.models.rope import Rotary, apply_rope
+from loopkv.serve import cpu_latent_attention
 from loopkv.serve.latency import device_name, rotating_rounds
 from loopkv.serve.latent_attention import latent_attention, reference_latent_attention
 
@@ -70,6 +71,7 @@ def kernel_rows(contexts: list[int], heads: int, head_dim: int, r_k: int, r_v: i
     device = torch.device(device)
     element = torch.tensor([], dtype=dtype).element_size()
     rows = []
+    fused_kernel = "triton" if device.type == "cuda" else cpu_latent_attention.implementation()
     for context in contexts:
         lat, keys, values = random_inputs(batch, heads, context, head_dim, r_k, r_v, dtype, device)
         args = tuple(lat.values())
@@ -93,6 +95,6 @@ def kernel_rows(contexts: list[int], heads: int, head_dim: int, r_k: int, r_v: i
                          "cache_bytes_read": batch * heads * context * read[name] * element,
                          "batch": batch, "heads": heads, "head_dim": head_dim, "r_k": r_k, "r_v": r_v,
                          "dtype": str(dtype).removeprefix("torch."), "rounds": rounds,
-                         "device": device_name(device)})
+                         "device": device_name(device), "fused_kernel": fused_kernel})
         del lat, keys, values
     return rows

@@ -13,7 +13,8 @@ over latents and decoded once per query (exact, since the weights sum to 1).
 - `torch_latent_attention`: tiles of past tokens with an online softmax, K rebuilt per tile, V
   absorbed (the CPU serving path; transient memory O(tile), not O(context)); one query per KV head
   (a decode step without GQA) folds the query into K's decoder instead of rebuilding K.
-- `loopkv.serve.triton_latent_attention`: the same loop as one fused kernel.
+- `loopkv.serve.triton_latent_attention`: the same loop as one fused kernel (CUDA).
+- `loopkv.serve.cpu_latent_attention`: the same loop as one fused C++ call (CPU).
 
 Shapes: q (B, Hq, L, d) with RoPE applied; latents ck (B, S, Gk, r_k), cv (B, S, Gv, r_v) where a
 latent group serves one KV head (G = H_kv, LLA) or all of them (G = 1, LLA-2D); up_k (H_kv, d, r_k)
@@ -210,7 +211,8 @@ def exact_attention_with_lse(q, keys, values, mask):
 def latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid=None, rope_theta: float = 10000.0,
                      rope_tables=None, own=None):
     """The serving path: the fused Triton kernel on CUDA tensors (when triton is installed), the
-    tiled torch path otherwise. Same arguments and result as reference_latent_attention, except that
+    fused C++ kernel on CPU tensors (serve/cpu_latent_attention.py; LOOPKV_CPU_KERNEL), the tiled
+    torch path otherwise. Same arguments and result as reference_latent_attention, except that
     `own` = (keys, values, mask) of the new tokens (keys rotated, (B, H_kv, L, d); mask (B, 1, L, L)
     or None = causal) joins the past: the result is attention over past latents and new tokens.
     A decode step's own token (L = 1, mask None) is folded into the kernel's merge on CUDA."""
@@ -222,5 +224,16 @@ def latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid=Non
             read = fused.triton_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid,
                                                  rope_theta, rope_tables, own=own if fold else None)
             return read if fold else _with_own(q, read, own)
+    if q.device.type == "cpu":
+        from loopkv.serve import cpu_latent_attention as cpu
+
+        module = cpu.extension()
+        if module is not None:
+            _check(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid)
+            if rope_tables is None:
+                rope_tables = Rotary(q.shape[-1], rope_theta).cos_sin(positions, torch.float32)
+            read, folded = cpu.cpu_latent_attention(module, q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid,
+                                                    rope_tables, own)
+            return read if folded else _with_own(q, read, own)
     return torch_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid, rope_theta,
                                   rope_tables=rope_tables, own=own)

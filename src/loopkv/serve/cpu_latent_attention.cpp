@@ -1,0 +1,299 @@
+// Attention over past tokens stored as latents, one fused CPU pass (the math of
+// serve/latent_attention.py): per (batch, KV head) task, K is rebuilt key by key from its latent
+// (loop decoder rows + calibration mean, RoPE at the key's position), every query of the head is
+// scored against it with an online softmax, and V stays absorbed: the softmax weights are summed over
+// V latents and decoded once per query at the end. A decode step's own token (one query, its exact
+// rotated K and V) joins the same softmax. Nothing of size S x d is materialised.
+//
+// Built at first use by loopkv.serve.cpu_latent_attention (torch's extension loader, cached).
+#include <torch/extension.h>
+
+#include <ATen/Parallel.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace {
+
+// One latent row to float (the cache stores bf16 / fp16 / fp32); unit stride is the stored layout.
+template <typename T>
+__attribute__((always_inline)) inline void gather(const T* src, int64_t stride, int64_t n, float* dst) {
+  if (stride == 1) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i * stride]);
+  }
+}
+
+// bf16 is the top half of a float: widening the bits is exact and vectorises (c10's conversion does not)
+template <>
+__attribute__((always_inline)) inline void gather(const c10::BFloat16* src, int64_t stride, int64_t n, float* dst) {
+  const uint16_t* bits = reinterpret_cast<const uint16_t*>(src);
+  uint32_t* out = reinterpret_cast<uint32_t*>(dst);
+  if (stride == 1) {
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<uint32_t>(bits[i]) << 16;
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<uint32_t>(bits[i * stride]) << 16;
+  }
+}
+
+// Everything a task reads; shapes and strides as checked by the Python wrapper.
+template <typename LatentT>
+struct Args {
+  const float* q;            // (B, Hq, L, d) contiguous
+  int64_t hq, group, length, d;
+  const LatentT* ck;         // ck_st: strides (batch, token, group, rank); groups 1 = shared by all heads
+  int64_t ck_st[4], k_groups, r_k;
+  const LatentT* cv;
+  int64_t cv_st[4], v_groups, r_v, s_len;
+  const float *up_k, *mu_k, *up_v, *mu_v;
+  const float *cos, *sin;     // rope_st: strides (batch, token); the last dim contiguous
+  int64_t rope_st[2];
+  const bool* valid;          // (B, S) or null
+  const float *own_k, *own_v; // (B, H_kv, 1, d) or null
+  float *out, *lse;
+};
+
+// 16 floats: one AVX-512 register, two AVX2 or four SSE ones, whichever the copy is compiled for
+typedef float v16 __attribute__((vector_size(64)));
+typedef float v16u __attribute__((vector_size(64), aligned(4)));   // for unaligned loads and stores
+inline v16 load16(const float* p) { return *reinterpret_cast<const v16u*>(p); }
+inline void store16(float* p, v16 x) { *reinterpret_cast<v16u*>(p) = x; }
+
+// Rotated keys of a tile: key_t = R(p_t) (mu + U c_t), U given transposed (r_k, d); cos/sin rows of
+// the keys' positions (token stride `pos_stride`, dims contiguous); rotate-half RoPE.
+__attribute__((always_inline)) inline void rebuild_rotated_keys(const float* c, int64_t n, int64_t r_k,
+                                                                const float* ukt, const float* mu, int64_t d,
+                                                                const float* cos, const float* sin,
+                                                                int64_t pos_stride, const int64_t* pos, float* keys) {
+  const int64_t half = d / 2;
+  if (half % 16 == 0) {
+    // four keys at a time, both halves of a 16-dim slice: 8 independent accumulators in registers,
+    // each decoder row loaded once for the four keys
+    for (int64_t j0 = 0; j0 < half; j0 += 16) {
+      const v16 mu1 = load16(mu + j0), mu2 = load16(mu + j0 + half);
+      int64_t t = 0;
+      for (; t + 4 <= n; t += 4) {
+        v16 a1[4], a2[4];
+        for (int u = 0; u < 4; ++u) { a1[u] = mu1; a2[u] = mu2; }
+        for (int64_t r = 0; r < r_k; ++r) {
+          const v16 u1 = load16(ukt + r * d + j0), u2 = load16(ukt + r * d + j0 + half);
+          for (int u = 0; u < 4; ++u) {
+            const float cr = c[(t + u) * r_k + r];
+            a1[u] += cr * u1;
+            a2[u] += cr * u2;
+          }
+        }
+        for (int u = 0; u < 4; ++u) {
+          const float* cs = cos + pos[t + u] * pos_stride;
+          const float* sn = sin + pos[t + u] * pos_stride;
+          float* key = keys + (t + u) * d;
+          store16(key + j0, a1[u] * load16(cs + j0) - a2[u] * load16(sn + j0));
+          store16(key + j0 + half, a2[u] * load16(cs + j0 + half) + a1[u] * load16(sn + j0 + half));
+        }
+      }
+      for (; t < n; ++t) {
+        v16 a1 = mu1, a2 = mu2;
+        for (int64_t r = 0; r < r_k; ++r) {
+          const float cr = c[t * r_k + r];
+          a1 += cr * load16(ukt + r * d + j0);
+          a2 += cr * load16(ukt + r * d + j0 + half);
+        }
+        const float* cs = cos + pos[t] * pos_stride;
+        const float* sn = sin + pos[t] * pos_stride;
+        store16(keys + t * d + j0, a1 * load16(cs + j0) - a2 * load16(sn + j0));
+        store16(keys + t * d + j0 + half, a2 * load16(cs + j0 + half) + a1 * load16(sn + j0 + half));
+      }
+    }
+    return;
+  }
+  for (int64_t t = 0; t < n; ++t) {   // head widths whose half is not a multiple of 16
+    float* key = keys + t * d;
+    for (int64_t j = 0; j < d; ++j) {
+      float x = mu[j];
+      for (int64_t r = 0; r < r_k; ++r) x += c[t * r_k + r] * ukt[r * d + j];
+      key[j] = x;
+    }
+    const float* cs = cos + pos[t] * pos_stride;
+    const float* sn = sin + pos[t] * pos_stride;
+    for (int64_t j = 0; j < half; ++j) {
+      const float x1 = key[j], x2 = key[j + half];
+      key[j] = x1 * cs[j] - x2 * sn[j];
+      key[j + half] = x2 * cs[j + half] + x1 * sn[j + half];
+    }
+  }
+}
+
+// One (batch, KV head) task; always inlined into per-ISA copies below.
+template <typename LatentT>
+__attribute__((always_inline)) inline void head_task(const Args<LatentT>& A, int64_t b, int64_t h) {
+  const float* q = A.q;
+  const int64_t hq = A.hq, group = A.group, length = A.length, d = A.d, r_k = A.r_k, r_v = A.r_v, s_len = A.s_len;
+  const int64_t *ck_st = A.ck_st, *cv_st = A.cv_st, *rope_st = A.rope_st;
+  const LatentT *ck = A.ck, *cv = A.cv;
+  const float *up_k = A.up_k, *mu_k = A.mu_k, *up_v = A.up_v, *mu_v = A.mu_v, *cos = A.cos, *sin = A.sin;
+  const bool* valid = A.valid;
+  const float *own_k = A.own_k, *own_v = A.own_v;
+  float *out = A.out, *lse = A.lse;
+  const int64_t rows = group * length;
+  const int64_t gk = A.k_groups == 1 ? 0 : h, gv = A.v_groups == 1 ? 0 : h;   // shared latent or per head
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  // this head's K decoder transposed to (r_k, d): the rebuild loops run along d
+  std::vector<float> uk_t(r_k * d), queries(rows * d), cv_row(r_v);
+  std::vector<float> m(rows, -std::numeric_limits<float>::infinity()), l(rows, 0.0f), acc(rows * r_v, 0.0f);
+  const float* uk = up_k + h * d * r_k;
+  for (int64_t j = 0; j < d; ++j)
+    for (int64_t r = 0; r < r_k; ++r) uk_t[r * d + j] = uk[j * r_k + r];
+  for (int64_t g = 0; g < group; ++g)      // query heads h*group .. of this KV head, row = g * length + i
+    for (int64_t i = 0; i < length; ++i) {
+      const float* src = q + (((b * hq) + h * group + g) * length + i) * d;
+      for (int64_t j = 0; j < d; ++j) queries[(g * length + i) * d + j] = src[j] * scale;
+    }
+  const float* mk = mu_k + h * d;
+  // keys are rebuilt a tile at a time (latents gathered and converted to float once)
+  constexpr int64_t kTile = 16;
+  std::vector<float> c_tile(kTile * r_k), keys(kTile * d);
+  int64_t tile_pos[kTile];
+  for (int64_t s0 = 0; s0 < s_len; s0 += kTile) {
+    int64_t n = 0;
+    for (int64_t s = s0; s < std::min(s0 + kTile, s_len); ++s) {
+      if (valid != nullptr && !valid[b * s_len + s]) continue;
+      const LatentT* c = ck + b * ck_st[0] + s * ck_st[1] + gk * ck_st[2];
+      gather(c, ck_st[3], r_k, c_tile.data() + n * r_k);
+      tile_pos[n++] = s;
+    }
+    rebuild_rotated_keys(c_tile.data(), n, r_k, uk_t.data(), mk, d, cos + b * rope_st[0], sin + b * rope_st[0],
+                         rope_st[1], tile_pos, keys.data());
+    for (int64_t t = 0; t < n; ++t) {
+      const int64_t s = tile_pos[t];
+      const float* rotated = keys.data() + t * d;
+      const LatentT* v = cv + b * cv_st[0] + s * cv_st[1] + gv * cv_st[2];
+      gather(v, cv_st[3], r_v, cv_row.data());
+      for (int64_t row = 0; row < rows; ++row) {
+        const float* qr = queries.data() + row * d;
+        float score = 0.0f;
+#pragma omp simd reduction(+ : score)
+        for (int64_t j = 0; j < d; ++j) score += qr[j] * rotated[j];
+        float* a = acc.data() + row * r_v;
+        if (score > m[row]) {             // new running max: rescale what was summed so far
+          const float rescale = std::exp(m[row] - score);
+          l[row] = l[row] * rescale + 1.0f;
+#pragma omp simd
+          for (int64_t r = 0; r < r_v; ++r) a[r] = a[r] * rescale + cv_row[r];
+          m[row] = score;
+        } else {
+          const float p = std::exp(score - m[row]);
+          l[row] += p;
+#pragma omp simd
+          for (int64_t r = 0; r < r_v; ++r) a[r] += p * cv_row[r];
+        }
+      }
+    }
+  }
+  const float* uv = up_v + h * d * r_v;
+  const float* mv = mu_v + h * d;
+  for (int64_t row = 0; row < rows; ++row) {
+    const int64_t g = row / length, i = row % length;
+    const int64_t head = h * group + g;
+    float* o = out + ((b * hq + head) * length + i) * d;
+    const float* a = acc.data() + row * r_v;
+    float past_weight = 0.0f, own_weight = 0.0f, total = l[row], top = m[row];
+    if (own_k != nullptr) {   // a decode step's own token (length 1), exact, in the same softmax
+      const float* ok = own_k + (b * (hq / group) + h) * d;
+      const float* qr = queries.data() + row * d;
+      float own_score = 0.0f;
+      for (int64_t j = 0; j < d; ++j) own_score += qr[j] * ok[j];
+      top = std::max(top, own_score);
+      past_weight = std::isinf(m[row]) ? 0.0f : std::exp(m[row] - top);
+      own_weight = std::exp(own_score - top);
+      total = l[row] * past_weight + own_weight;
+    } else {
+      past_weight = 1.0f;
+    }
+    // past part: (sum_s p_s c_v,s) U_v^T + (sum_s p_s) mu_v, then normalised
+    const float inv = 1.0f / std::max(total, 1e-30f);
+    for (int64_t j = 0; j < d; ++j) {
+      float x = 0.0f;
+      const float* u = uv + j * r_v;
+#pragma omp simd reduction(+ : x)
+      for (int64_t r = 0; r < r_v; ++r) x += a[r] * u[r];
+      o[j] = past_weight * (x + l[row] * mv[j]) * inv;
+    }
+    if (own_k != nullptr) {
+      const float* ov = own_v + (b * (hq / group) + h) * d;
+      for (int64_t j = 0; j < d; ++j) o[j] += own_weight * ov[j] * inv;
+    } else if (l[row] == 0.0f) {   // no valid past key: the tiled torch path's value (weight 0 in a merge)
+      for (int64_t j = 0; j < d; ++j) o[j] = mv[j];
+    }
+    lse[(b * hq + head) * length + i] = top + std::log(total);
+  }
+}
+
+// The same task compiled for AVX-512 and AVX2+FMA machines beside the baseline, picked at run time:
+// the extension is built once per machine's cache, which a cluster may share across CPU types.
+#if defined(__x86_64__) && defined(__GNUC__)
+template <typename LatentT>
+__attribute__((target("arch=x86-64-v4"))) void head_task_v4(const Args<LatentT>& A, int64_t b, int64_t h) {
+  head_task(A, b, h);
+}
+template <typename LatentT>
+__attribute__((target("arch=x86-64-v3"))) void head_task_v3(const Args<LatentT>& A, int64_t b, int64_t h) {
+  head_task(A, b, h);
+}
+#endif
+template <typename LatentT>
+void head_task_base(const Args<LatentT>& A, int64_t b, int64_t h) { head_task(A, b, h); }
+
+int isa_level() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("x86-64-v4")) return 4;
+  if (__builtin_cpu_supports("x86-64-v3")) return 3;
+#endif
+  return 0;
+}
+
+}  // namespace
+
+int64_t simd_level() { return isa_level(); }
+
+// q (B, Hq, L, d) f32 contiguous; ck (B, S, Gk, r_k), cv (B, S, Gv, r_v) any strides, f32/bf16/f16;
+// up (H_kv, d, r), mu (H_kv, d) f32 contiguous; cos, sin (B, 1, S, d) f32; valid (B, S) bool
+// contiguous or empty; own_k, own_v (B, H_kv, 1, d) f32 contiguous or empty. -> [out, lse]
+std::vector<at::Tensor> latent_attention(at::Tensor q, at::Tensor ck, at::Tensor cv, at::Tensor up_k,
+                                         at::Tensor mu_k, at::Tensor up_v, at::Tensor mu_v, at::Tensor cos,
+                                         at::Tensor sin, at::Tensor valid, at::Tensor own_k, at::Tensor own_v) {
+  const int64_t b = q.size(0), hq = q.size(1), length = q.size(2), d = q.size(3);
+  const int64_t h_kv = up_k.size(0), group = hq / h_kv, s_len = ck.size(1);
+  const int64_t r_k = ck.size(3), r_v = cv.size(3);
+  auto out = at::empty({b, hq, length, d}, q.options());
+  auto lse = at::empty({b, hq, length}, q.options());
+  TORCH_CHECK(sin.strides() == cos.strides() && cos.stride(3) == 1, "cos and sin tables: same strides, last dim contiguous");
+  // tasks of at least ~64k multiply-adds before a thread is worth waking
+  const int64_t per_task = std::max<int64_t>(1, s_len * (d * r_k + r_v));
+  const int64_t grain = std::max<int64_t>(1, 65536 / per_task);
+  static const int level = isa_level();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, ck.scalar_type(), "latent_attention", [&] {
+    TORCH_CHECK(cv.scalar_type() == ck.scalar_type(), "ck and cv must share a dtype");
+    Args<scalar_t> A{q.data_ptr<float>(), hq, group, length, d,
+                     ck.data_ptr<scalar_t>(), {ck.stride(0), ck.stride(1), ck.stride(2), ck.stride(3)}, ck.size(2), r_k,
+                     cv.data_ptr<scalar_t>(), {cv.stride(0), cv.stride(1), cv.stride(2), cv.stride(3)}, cv.size(2), r_v,
+                     s_len, up_k.data_ptr<float>(), mu_k.data_ptr<float>(), up_v.data_ptr<float>(),
+                     mu_v.data_ptr<float>(), cos.data_ptr<float>(), sin.data_ptr<float>(),
+                     {cos.stride(0), cos.stride(2)},
+                     valid.numel() ? valid.data_ptr<bool>() : nullptr,
+                     own_k.numel() ? own_k.data_ptr<float>() : nullptr,
+                     own_v.numel() ? own_v.data_ptr<float>() : nullptr,
+                     out.data_ptr<float>(), lse.data_ptr<float>()};
+    auto task = &head_task_base<scalar_t>;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (level == 4) task = &head_task_v4<scalar_t>;
+    else if (level == 3) task = &head_task_v3<scalar_t>;
+#endif
+    at::parallel_for(0, b * h_kv, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) task(A, t / h_kv, t % h_kv);
+    });
+  });
+  return {out, lse};
+}

@@ -1,0 +1,89 @@
+"""The fused CPU pass of latent attention (cpu_latent_attention.cpp): the math of
+`latent_attention.torch_latent_attention` in one C++ call per (loop, layer), K rebuilt key by key,
+V absorbed, a decode step's own token in the same softmax.
+
+Why it exists: at the embedded default a decode step's attention call is a few kilobytes of work,
+so its time is per-operation overhead; the tiled torch path spends ~50 aten operations per call
+where the teacher spends three (two cats and SDPA). One call brings the latent-store path to the
+teacher's operation count.
+
+Built at first use with torch's extension loader (g++ and ninja, both needed by DeepSpeed's CPU op
+as well) and cached in TORCH_EXTENSIONS_DIR; a later process loads the cached build in well under a
+second. `LOOPKV_CPU_KERNEL` picks the implementation: `auto` (default: this kernel, or the tiled torch
+path with a warning when it cannot be built), `cpp` (this kernel or an error), `torch` (never build).
+"""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import torch
+
+from loopkv.errors import LoopKVError
+
+SOURCE = Path(__file__).with_name("cpu_latent_attention.cpp")
+CHOICES = ("auto", "cpp", "torch")
+_state: dict = {}   # "module" once built, "error" once a build failed (auto does not retry per call)
+_NONE, _NO_MASK = torch.empty(0), torch.empty(0, dtype=torch.bool)   # "not given" to the kernel
+log = logging.getLogger(__name__)
+
+
+def choice() -> str:
+    value = os.environ.get("LOOPKV_CPU_KERNEL", "auto")
+    if value not in CHOICES:
+        raise LoopKVError(f"LOOPKV_CPU_KERNEL must be one of {CHOICES}, got {value!r}")
+    return value
+
+
+def extension():
+    """The built module, or None when LOOPKV_CPU_KERNEL=torch or (auto) the build failed."""
+    mode = choice()
+    if mode == "torch":
+        return None
+    if "module" not in _state and ("error" not in _state or mode == "cpp"):
+        try:
+            _state["module"] = _build()
+        except Exception as e:   # compiler missing, headers missing, ...: say so once, keep serving
+            _state["error"] = e
+            if mode == "cpp":
+                raise LoopKVError(f"the CPU latent-attention kernel could not be built: {e}") from e
+            log.warning("CPU latent-attention kernel not built (%s: %s); using the tiled torch path",
+                        type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+    return _state.get("module")
+
+
+def implementation() -> str:
+    """Which implementation CPU latent reads use in this process: 'cpp' or 'torch' (for reports)."""
+    return "cpp" if extension() is not None else "torch"
+
+
+def _build():
+    from torch.utils.cpp_extension import load_inline
+
+    from loopkv.utils.extensions import clear_stale_build_locks
+
+    clear_stale_build_locks()
+    return load_inline(name="loopkv_cpu_latent_attention", cpp_sources=[SOURCE.read_text()],
+                       functions=["latent_attention", "simd_level"],
+                       extra_cflags=["-O3", "-fopenmp"], extra_ldflags=["-fopenmp"], verbose=False)
+
+
+def cpu_latent_attention(module, q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid, rope_tables, own):
+    """Arguments as latent_attention (already checked, rope_tables built); the kernel folds a decode
+    step's own token (one query, mask None) and returns the past-only result otherwise, for the
+    caller to merge. Returns ((out, lse), own_folded)."""
+    h_kv = up_k.shape[0]
+    for name, c in (("ck", ck), ("cv", cv)):
+        if c.shape[2] not in (1, h_kv):
+            raise ValueError(f"{name} has {c.shape[2]} latent groups; the CPU kernel takes 1 (shared) or {h_kv}")
+    cos, sin = (t.float().contiguous() for t in rope_tables)
+    if cos.shape != (q.shape[0], 1, ck.shape[1], q.shape[-1]):
+        raise ValueError(f"rope_tables {tuple(cos.shape)} must be (B, 1, S, d) of the latents' positions")
+    fold = own is not None and q.shape[2] == 1 and own[2] is None
+    own_k, own_v = (own[0].float().contiguous(), own[1].float().contiguous()) if fold else (_NONE, _NONE)
+    valid = key_valid.contiguous() if key_valid is not None else _NO_MASK
+    out, lse = module.latent_attention(q.float().contiguous(), ck, cv, up_k.float().contiguous(),
+                                       mu_k.float().contiguous(), up_v.float().contiguous(),
+                                       mu_v.float().contiguous(), cos, sin, valid, own_k, own_v)
+    return (out, lse), fold

@@ -1,0 +1,126 @@
+"""The fused CPU latent-attention kernel (C++, built at first use) equals reconstruct-then-attend for
+several shapes, ranks, positions, masks and latent dtypes, folds a decode step's own token exactly,
+reads latents in the cache's head-major layout, and its build failure is reported, not hidden."""
+import pytest
+import torch
+from test_latent_attention import SHAPES, _case
+
+from loopkv.errors import LoopKVError
+from loopkv.serve import cpu_latent_attention as cpu
+from loopkv.serve.latent_attention import (exact_attention_with_lse, latent_attention, merge_partial_attention,
+                                           reference_latent_attention)
+
+
+@pytest.fixture
+def kernel(monkeypatch):
+    monkeypatch.setenv("LOOPKV_CPU_KERNEL", "cpp")    # build it or fail: these tests must run the C++ pass
+    return cpu.extension()
+
+
+def _own(args, length, seed=5):
+    b, h_kv, d = args[0].shape[0], args[3].shape[0], args[0].shape[-1]
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(b, h_kv, length, d, generator=g), torch.randn(b, h_kv, length, d, generator=g)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("offset,padded", [(0, False), (5000, True)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_kernel_equals_reconstruct_then_attend(kernel, shape, offset, padded, dtype):
+    q, ck, cv, *rest = _case(*shape, offset=offset, padded=padded)
+    args = (q, ck.to(dtype), cv.to(dtype), *rest)          # latents stored in the cache's dtype
+    ref_out, ref_lse = reference_latent_attention(*args)
+    out, lse = latent_attention(*args)
+    torch.testing.assert_close(out, ref_out, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(lse, ref_lse, rtol=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [s for s in SHAPES if s[4] == 1] + [(2, 4, 2, 2, 1, 50, 32, 12, 20)])
+@pytest.mark.parametrize("padded", [False, True])
+def test_decode_step_folds_its_own_token(kernel, shape, padded):
+    """One new token: its exact K/V join the kernel's softmax; equal to attention over the
+    reconstructed past merged with the new token."""
+    args = _case(*shape, seed=4, offset=100, padded=padded)
+    own_k, own_v = _own(args, 1)
+    want = merge_partial_attention(*reference_latent_attention(*args), *exact_attention_with_lse(args[0], own_k, own_v, None))
+    (out, lse), folded = cpu.cpu_latent_attention(kernel, *args, _tables(args), (own_k, own_v, None))
+    assert folded
+    torch.testing.assert_close(out, want[0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(lse, want[1], rtol=1e-6, atol=1e-5)
+
+
+def test_several_new_tokens_are_merged_after_the_kernel(kernel):
+    args = _case(2, 4, 2, 2, 3, 40, 16, 6, 10, seed=6, padded=True)
+    own_k, own_v = _own(args, 3, seed=7)
+    mask = torch.ones(3, 3, dtype=torch.bool).tril().repeat(2, 1, 1, 1)
+    mask[1, 0, 2, 0] = False
+    want = merge_partial_attention(*reference_latent_attention(*args), *exact_attention_with_lse(args[0], own_k, own_v, mask))
+    read, folded = cpu.cpu_latent_attention(kernel, *args, _tables(args), (own_k, own_v, mask))
+    assert not folded                                      # the past alone; latent_attention merges
+    torch.testing.assert_close(read[0], reference_latent_attention(*args)[0], rtol=1e-5, atol=1e-5)
+    out, lse = latent_attention(*args, own=(own_k, own_v, mask))
+    torch.testing.assert_close(out, want[0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(lse, want[1], rtol=1e-6, atol=1e-5)
+
+
+def test_latents_are_read_in_the_caches_head_major_layout(kernel):
+    """LLACache stores (B, groups, S, r) and hands out the (B, S, groups, r) view: strided reads."""
+    q, ck, cv, *rest = _case(2, 4, 4, 4, 1, 60, 16, 24, 40, seed=8)
+    stored_k, stored_v = ck.transpose(1, 2).contiguous().to(torch.bfloat16), cv.transpose(1, 2).contiguous().to(torch.bfloat16)
+    view_k, view_v = stored_k.transpose(1, 2), stored_v.transpose(1, 2)
+    assert not view_k.is_contiguous()
+    out, lse = latent_attention(q, view_k, view_v, *rest)
+    ref_out, ref_lse = reference_latent_attention(q, view_k.contiguous(), view_v.contiguous(), *rest)
+    torch.testing.assert_close(out, ref_out, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(lse, ref_lse, rtol=1e-6, atol=1e-5)
+
+
+def test_a_row_with_no_valid_key_weighs_nothing(kernel):
+    args = list(_case(2, 2, 2, 2, 1, 30, 16, 6, 10, seed=9))
+    args[8] = torch.ones(2, 30, dtype=torch.bool)
+    args[8][1] = False                                     # row 1: every past slot is padding
+    out, lse = latent_attention(*args)
+    assert torch.isneginf(lse[1]).all() and torch.isfinite(lse[0]).all()
+    own_k, own_v = _own(args, 1, seed=10)
+    out, lse = latent_attention(*args, own=(own_k, own_v, None))
+    torch.testing.assert_close(out[1], own_v[1].float(), rtol=1e-6, atol=1e-6)   # only itself to attend to
+    want = merge_partial_attention(*reference_latent_attention(*args), *exact_attention_with_lse(args[0], own_k, own_v, None))
+    torch.testing.assert_close(out[0], want[0][0], rtol=1e-5, atol=1e-5)
+
+
+def test_unsupported_layouts_and_tables_are_errors(kernel):
+    q, ck, cv, up_k, mu_k, up_v, mu_v, positions, _ = _case(1, 4, 4, 2, 1, 8, 16, 4, 4)   # 2 groups for 4 heads
+    tables = _tables((q, ck, cv, up_k, mu_k, up_v, mu_v, positions))
+    with pytest.raises(ValueError, match="latent groups"):
+        cpu.cpu_latent_attention(kernel, q, ck, cv, up_k, mu_k, up_v, mu_v, positions, None, tables, None)
+    q, ck, cv, up_k, mu_k, up_v, mu_v, positions, _ = _case(1, 2, 2, 2, 1, 8, 16, 4, 4)
+    with pytest.raises(ValueError, match="rope_tables"):
+        cpu.cpu_latent_attention(kernel, q, ck, cv, up_k, mu_k, up_v, mu_v, positions, None,
+                                 tuple(t[:, :, 1:] for t in tables), None)
+
+
+def test_kernel_choice_and_a_failed_build(monkeypatch):
+    monkeypatch.setenv("LOOPKV_CPU_KERNEL", "torch")
+    assert cpu.extension() is None and cpu.implementation() == "torch"
+    monkeypatch.setenv("LOOPKV_CPU_KERNEL", "fast")
+    with pytest.raises(LoopKVError, match="LOOPKV_CPU_KERNEL"):
+        cpu.extension()
+    monkeypatch.setattr(cpu, "_state", {})
+
+    def no_compiler():
+        raise RuntimeError("g++: not found")
+
+    monkeypatch.setattr(cpu, "_build", no_compiler)
+    monkeypatch.setenv("LOOPKV_CPU_KERNEL", "cpp")
+    with pytest.raises(LoopKVError, match="could not be built.*g\\+\\+"):
+        cpu.extension()
+    monkeypatch.setenv("LOOPKV_CPU_KERNEL", "auto")
+    assert cpu.extension() is None                         # warned once, serving goes on on the torch path
+    args = _case(1, 2, 2, 2, 1, 20, 16, 6, 10)
+    torch.testing.assert_close(latent_attention(*args)[0], reference_latent_attention(*args)[0], rtol=1e-4, atol=1e-4)
+
+
+def _tables(args):
+    from loopkv.models.rope import Rotary
+
+    return Rotary(args[0].shape[-1], 10000.0).cos_sin(args[7], torch.float32)
