@@ -1,39 +1,47 @@
-"""Every loopkv process runs MKL in its reproducibility mode (set by `import loopkv` before torch
-loads MKL): a resumed training run can then equal an uninterrupted one bit for bit (issue 6)."""
-import ctypes
+"""loopkv commands run MKL in its reproducible mode (set before MKL's first computation), so a
+resumed training run can equal an uninterrupted one bit for bit (issue 6); the speed and memory
+benchmarks keep MKL's default mode; a mode the user chose is kept."""
 import os
 import subprocess
 import sys
 
 import pytest
-import torch
 
-LIB = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so")
+from loopkv.utils.numerics import mkl_mode
+
 PROBE = """
-import ctypes, os, sys
-import loopkv, torch
-lib = ctypes.CDLL(sys.argv[1])
-torch.mm(torch.randn(8, 8), torch.randn(8, 8))          # MKL initialised
-print(os.environ.get("MKL_CBWR"), lib.mkl_serv_cbwr_get(ctypes.c_int(-1)) & 0xFFFFFFFF)
+import sys
+from loopkv.cli import build_parser, prepare_numerics
+from loopkv.utils.numerics import mkl_mode
+build_parser()                                  # every command module imported, as `loopkv` does
+prepare_numerics(sys.argv[1])
+print(mkl_mode())
 """
-STRICT, AUTO, COMPATIBLE = 0x10000, 2, 3    # MKL_CBWR_* values (mkl_cbwr.h)
+OFF, AUTO, COMPATIBLE, STRICT = 1, 2, 3, 0x10000   # mkl_cbwr.h
 
 
-def _mode(env):
-    try:
-        ctypes.CDLL(LIB).mkl_serv_cbwr_get
-    except (OSError, AttributeError):
+def _mode(command, **env):
+    base = {k: v for k, v in os.environ.items() if k != "MKL_CBWR"}
+    out = subprocess.run([sys.executable, "-c", PROBE, command], env={**base, **env}, capture_output=True,
+                         text=True, check=True)
+    return int(out.stdout.split()[-1])
+
+
+@pytest.fixture(autouse=True)
+def _needs_mkl():
+    if mkl_mode() is None:
         pytest.skip("this torch build does not use MKL")
-    out = subprocess.run([sys.executable, "-c", PROBE, LIB], env=env, capture_output=True, text=True, check=True)
-    name, mode = out.stdout.split()
-    return name, int(mode)
 
 
-def test_a_loopkv_process_runs_mkl_in_strict_reproducibility_mode():
-    env = {k: v for k, v in os.environ.items() if k != "MKL_CBWR"}
-    assert _mode(env) == ("AUTO,STRICT", AUTO | STRICT)
+@pytest.mark.parametrize("command", ["distill", "melt-train", "teacher-pretrain", "method-eval", "lm-eval-shard"])
+def test_result_producing_commands_run_mkl_reproducibly(command):
+    assert _mode(command) == AUTO | STRICT
+
+
+@pytest.mark.parametrize("command", ["serve-bench", "kernel-bench"])
+def test_benchmarks_measure_mkls_default_mode(command):
+    assert _mode(command) == OFF
 
 
 def test_a_users_own_setting_is_kept():
-    env = {**os.environ, "MKL_CBWR": "COMPATIBLE"}
-    assert _mode(env) == ("COMPATIBLE", COMPATIBLE)
+    assert _mode("distill", MKL_CBWR="COMPATIBLE") == COMPATIBLE

@@ -34,10 +34,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def prepare_numerics(command: str) -> None:
+    """Reproducible MKL for every command but the speed/memory benchmarks (utils/numerics.py)."""
+    from loopkv.serve.commands import TIMING_COMMANDS
+    from loopkv.utils.numerics import reproducible_mkl
+
+    if command not in TIMING_COMMANDS:
+        reproducible_mkl()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)   # a training command may relaunch itself
+    prepare_numerics(args.command)
     try:
         result = args.func(args)
     except LoopKVError as e:

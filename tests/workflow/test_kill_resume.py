@@ -3,7 +3,7 @@ process restores is bit for bit the state the killed one saved and the state an 
 at that step (fingerprints of weights and optimizer state), and the final codec equals the
 uninterrupted run's, bit for bit, as do its training and held-out curves.
 
-This held only once MKL's reproducibility mode was set (loopkv/__init__.py): without it, 2-5% of
+This held only once MKL's reproducibility mode was set (utils/numerics.py): without it, 2-5% of
 fresh processes computed the resumed step's loss differently at float round-off (issue 6's notes)."""
 import json
 import os

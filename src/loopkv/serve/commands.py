@@ -5,6 +5,9 @@ from loopkv.cli_args import json_arg
 from loopkv.utils.atomic import write_json
 from loopkv.utils.provenance import Provenance
 
+# measure speed and memory as a user would run them: MKL in its default mode (utils/numerics.py)
+TIMING_COMMANDS = ("serve-bench", "kernel-bench")
+
 
 def register(sub) -> None:
     p = sub.add_parser("serve-bench", help="bytes/token, capacity and decode speed of the served methods (Table 5)")

@@ -90,7 +90,7 @@ class Provenance:
             "git_commit": git_commit(),
             "packages": package_versions(),
             "python": platform.python_version(),
-            "mkl_cbwr": os.environ.get("MKL_CBWR"),   # MKL's reproducibility mode (loopkv/__init__.py)
+            "mkl_cbwr": os.environ.get("MKL_CBWR"),   # MKL's reproducibility mode (utils/numerics.py)
             "host": platform.node(),
             "wall_time_s": round(time.time() - self.started, 3),
         }
