@@ -56,8 +56,7 @@ def table5_rows(result: dict) -> list[dict]:
     return rows
 
 
-CPU_KERNELS = {"cpp": "the fused C++ kernel", "torch": "the tiled torch path"}
-FUSED_KERNELS = {"triton": "Triton", "cpp": "the C++ kernel", "torch": "the tiled torch path"}
+KERNELS = {"triton": "Triton", "cpp": "the fused C++ kernel", "torch": "the tiled torch path"}   # fused reads
 
 
 def table5_note(result: dict) -> str:
@@ -71,7 +70,7 @@ def table5_note(result: dict) -> str:
             "process overhead included). "
             "LLA paths: full = stored "
             "reconstructions, latent = reconstruct on read, fused = latent attention read in place (Triton on "
-            f"CUDA; on CPU {CPU_KERNELS.get(result.get('cpu_latent_kernel'), 'the C++ kernel or tiled torch')}). "
+            f"CUDA; on CPU {KERNELS.get(result.get('cpu_latent_kernel'), 'the C++ kernel or tiled torch')}). "
             f"Paper: {TABLE5_SOURCE}.")
 
 
@@ -88,7 +87,7 @@ def table13_note(results: list[dict]) -> str:
     """results: this run's, then any measured elsewhere (each named by its device)."""
     shapes = "; ".join(f"{r['device']}: {r['heads']} heads, d_head {r['head_dim']}, ranks {r['r_k']}/{r['r_v']}, "
                        f"batch {r['batch']}, {r['dtype']}, median of {r['rounds']} rounds, fused by "
-                       f"{FUSED_KERNELS.get(r.get('fused_kernel'), 'Triton' if 'cpu' not in r['device'].lower() else '?')}"
+                       f"{KERNELS.get(r.get('fused_kernel'), 'Triton' if 'cpu' not in r['device'].lower() else '?')}"
                        for r in (res["rows"][0] for res in results))
     return (f"One decode query per head over the context, one (loop, layer), random weights, implementations "
             f"interleaved. {shapes}. teacher = attention over stored rotated K/V; reconstruct = "

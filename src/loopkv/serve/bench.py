@@ -112,7 +112,7 @@ def run(cfg: dict, arch: dict, methods_cfg: dict, device: str = "cpu") -> dict:
     latency = interleaved(served_methods(teacher, methods_cfg, cfg["latency_budget"]), cfg["batch_sizes"],
                           cfg["prompt_len"], cfg["new_tokens"], cfg["rounds"], cfg["warmup"],
                           teacher.config.vocab_size, device)
-    # which implementation the CPU fused rows ran: the C++ kernel, or the tiled torch path without a compiler
+    # which implementation the CPU fused rows ran: the C++ kernel or the tiled torch path (LOOPKV_CPU_KERNEL)
     kernel = cpu_latent_attention.implementation() if torch.device(device).type == "cpu" else None
     return {"footprint_capacity": rows, "latency": latency, "device": device_name(torch.device(device)),
             "cpu_latent_kernel": kernel}

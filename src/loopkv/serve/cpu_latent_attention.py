@@ -1,6 +1,6 @@
 """The fused CPU pass of latent attention (cpu_latent_attention.cpp): the math of
-`latent_attention.torch_latent_attention` in one C++ call per (loop, layer), K rebuilt key by key,
-V absorbed, a decode step's own token in the same softmax.
+`latent_attention.torch_latent_attention` in one C++ call per (loop, layer), K rebuilt 16 keys at a
+time, V absorbed, a decode step's own token in the same softmax.
 
 Why it exists: at the embedded default a decode step's attention call is a few kilobytes of work,
 so its time is per-operation overhead; the tiled torch path spends ~50 aten operations per call
@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from loopkv.errors import LoopKVError
+from loopkv.serve.latent_attention import folds_own
 
 SOURCE = Path(__file__).with_name("cpu_latent_attention.cpp")
 CHOICES = ("auto", "cpp", "torch")
@@ -72,7 +73,8 @@ def _build():
 def cpu_latent_attention(module, q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid, rope_tables, own):
     """Arguments as latent_attention (already checked, rope_tables built); the kernel folds a decode
     step's own token (one query, mask None) and returns the past-only result otherwise, for the
-    caller to merge. Returns ((out, lse), own_folded)."""
+    caller to merge. Returns ((out, lse), own_folded). `positions` is unused (the tables carry them);
+    the argument order is latent_attention's."""
     h_kv = up_k.shape[0]
     for name, c in (("ck", ck), ("cv", cv)):
         if c.shape[2] not in (1, h_kv):
@@ -80,7 +82,7 @@ def cpu_latent_attention(module, q, ck, cv, up_k, mu_k, up_v, mu_v, positions, k
     cos, sin = (t.float().contiguous() for t in rope_tables)
     if cos.shape != (q.shape[0], 1, ck.shape[1], q.shape[-1]):
         raise ValueError(f"rope_tables {tuple(cos.shape)} must be (B, 1, S, d) of the latents' positions")
-    fold = own is not None and q.shape[2] == 1 and own[2] is None
+    fold = folds_own(q, own)
     own_k, own_v = (own[0].float().contiguous(), own[1].float().contiguous()) if fold else (_NONE, _NONE)
     valid = key_valid.contiguous() if key_valid is not None else _NO_MASK
     out, lse = module.latent_attention(q.float().contiguous(), ck, cv, up_k.float().contiguous(),

@@ -150,6 +150,11 @@ def torch_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_val
     return _with_own(q, (out, (m + torch.log(l)).reshape(b, hq, length)), own)
 
 
+def folds_own(q, own) -> bool:
+    """Whether a fused kernel takes the new tokens into its own softmax: a decode step's one token."""
+    return own is not None and q.shape[2] == 1 and own[2] is None
+
+
 def _with_own(q, read, own):
     """(out, lse) over past latents -> over past and the new tokens `own` (None: unchanged)."""
     return read if own is None else merge_partial_attention(*read, *exact_attention_with_lse(q, *own))
@@ -220,7 +225,7 @@ def latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid=Non
         from loopkv.serve import triton_latent_attention as fused
 
         if fused.triton is not None:
-            fold = own is not None and q.shape[2] == 1 and own[2] is None
+            fold = folds_own(q, own)
             read = fused.triton_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid,
                                                  rope_theta, rope_tables, own=own if fold else None)
             return read if fold else _with_own(q, read, own)
