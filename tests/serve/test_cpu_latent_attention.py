@@ -124,3 +124,16 @@ def _tables(args):
     from loopkv.models.rope import Rotary
 
     return Rotary(args[0].shape[-1], 10000.0).cos_sin(args[7], torch.float32)
+
+
+def test_a_lock_left_in_the_kernels_build_directory_is_not_waited_on(kernel, monkeypatch):
+    """A build killed mid-compile leaves torch's lock file in the directory; torch would wait on it
+    forever. (A CI run stopped for 80 minutes in the first test that built the kernel; a stale lock
+    is one way that happens, a hung compiler another, which the build's time limit covers.)"""
+    where = cpu.build_dir()
+    assert (where / cpu.BUILT).exists()                    # the build process finished and said so
+    (where / "lock").write_text("")
+    monkeypatch.setattr(cpu, "_state", {})
+    monkeypatch.setenv("LOOPKV_CPU_KERNEL", "cpp")
+    assert cpu.extension().simd_level() == kernel.simd_level()
+    assert not (where / "lock").exists()

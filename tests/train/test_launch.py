@@ -38,22 +38,3 @@ def test_torchrun_runs_the_same_command_line_as_a_module():
 
 def test_without_a_process_group_this_process_is_the_writer():
     assert is_main_process() and world_size() == 1
-
-
-def test_stale_extension_build_locks_are_cleared_fresh_ones_kept(tmp_path, monkeypatch):
-    """A job killed while DeepSpeed JIT-builds its op leaves torch's build lock behind; later jobs
-    would wait on it forever."""
-    import os
-    import time
-
-    from loopkv.utils.extensions import clear_stale_build_locks
-
-    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
-    stale, fresh = tmp_path / "py311_cpu" / "deepspeed_shm_comm" / "lock", tmp_path / "other_op" / "lock"
-    for lock in (stale, fresh):
-        lock.parent.mkdir(parents=True)
-        lock.write_text("")
-    hour_ago = time.time() - 3600
-    os.utime(stale, (hour_ago, hour_ago))
-    assert clear_stale_build_locks() == [stale]
-    assert not stale.exists() and fresh.exists()

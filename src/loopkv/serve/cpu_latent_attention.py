@@ -8,14 +8,16 @@ where the teacher spends three (two cats and SDPA). One call brings the latent-s
 teacher's operation count.
 
 Built at first use with torch's extension loader (g++ and ninja, both needed by DeepSpeed's CPU op
-as well) and cached in TORCH_EXTENSIONS_DIR; a later process loads the cached build in well under a
-second. `LOOPKV_CPU_KERNEL` picks the implementation: `auto` (default: this kernel, or the tiled torch
-path with a warning when it cannot be built), `cpp` (this kernel or an error), `torch` (never build).
+as well), in a child process with a time limit, and cached in its own directory under
+TORCH_EXTENSIONS_DIR; a later process loads the cached build in well under a second.
+`LOOPKV_CPU_KERNEL` picks the implementation: `auto` (default: this kernel, or the tiled torch path
+with a warning when it cannot be built), `cpp` (this kernel or an error), `torch` (never build).
 """
 from __future__ import annotations
 
 import logging
 import os
+import sys
 from pathlib import Path
 
 import torch
@@ -24,6 +26,9 @@ from loopkv.errors import LoopKVError
 from loopkv.serve.latent_attention import folds_own
 
 SOURCE = Path(__file__).with_name("cpu_latent_attention.cpp")
+NAME, CFLAGS, LDFLAGS = "loopkv_cpu_latent_attention", ("-O3", "-fopenmp"), ("-fopenmp",)
+BUILT = "loopkv-built"         # written by the build process after the module loaded
+BUILD_TIMEOUT_S = 600          # ~50 s on 2 cores
 CHOICES = ("auto", "cpp", "torch")
 _state: dict = {}   # "module" once built, "error" once a build failed (auto does not retry per call)
 _NONE, _NO_MASK = torch.empty(0), torch.empty(0, dtype=torch.bool)   # "not given" to the kernel
@@ -59,15 +64,36 @@ def implementation() -> str:
     return "cpp" if extension() is not None else "torch"
 
 
+def build_dir() -> Path:
+    """This source's build directory: keyed by the source, the flags and torch's version, so a
+    changed kernel (or another torch or Python) never meets an old build, and nothing but loopkv
+    builds there."""
+    import hashlib
+
+    from loopkv.utils.extensions import extensions_root
+
+    key = "\0".join((SOURCE.read_text(), *CFLAGS, *LDFLAGS, torch.__version__, sys.version))
+    return extensions_root() / f"{NAME}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+
 def _build():
+    """Compile in a child process under a time limit (a hung compiler or lock becomes an error, which
+    `auto` falls back from), holding the directory's flock; then load the cached build here."""
+    from loopkv.utils.extensions import exclusive_build_dir, run_bounded
+
+    where = build_dir()
+    with exclusive_build_dir(where, wait_s=BUILD_TIMEOUT_S):
+        if not (where / BUILT).exists():
+            run_bounded([sys.executable, "-m", __name__, str(where)], BUILD_TIMEOUT_S)
+        return _load(where)
+
+
+def _load(where: Path):
     from torch.utils.cpp_extension import load_inline
 
-    from loopkv.utils.extensions import clear_stale_build_locks
-
-    clear_stale_build_locks()
-    return load_inline(name="loopkv_cpu_latent_attention", cpp_sources=[SOURCE.read_text()],
-                       functions=["latent_attention", "simd_level"],
-                       extra_cflags=["-O3", "-fopenmp"], extra_ldflags=["-fopenmp"], verbose=False)
+    return load_inline(name=NAME, cpp_sources=[SOURCE.read_text()], functions=["latent_attention", "simd_level"],
+                       extra_cflags=list(CFLAGS), extra_ldflags=list(LDFLAGS), build_directory=str(where),
+                       verbose=False)
 
 
 def cpu_latent_attention(module, q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid, rope_tables, own):
@@ -89,3 +115,8 @@ def cpu_latent_attention(module, q, ck, cv, up_k, mu_k, up_v, mu_v, positions, k
                                        mu_k.float().contiguous(), up_v.float().contiguous(),
                                        mu_v.float().contiguous(), cos, sin, valid, own_k, own_v)
     return (out, lse), fold
+
+
+if __name__ == "__main__":   # the build process `_build` starts: compile, check the module loads, mark it built
+    _load(Path(sys.argv[1]))
+    (Path(sys.argv[1]) / BUILT).write_text("")
