@@ -47,7 +47,7 @@ struct Args {
   int64_t ck_st[4], k_groups, r_k;
   const LatentT* cv;
   int64_t cv_st[4], v_groups, r_v, s_len;
-  const float *up_k, *mu_k, *up_v, *mu_v;
+  const float *up_k_t, *mu_k, *up_v, *mu_v;   // up_k_t: K's decoder transposed, (H_kv, r_k, d)
   const float *cos, *sin;     // rope_st: strides (batch, token); the last dim contiguous
   int64_t rope_st[2];
   const bool* valid;          // (B, S) or null
@@ -60,6 +60,53 @@ typedef float v16 __attribute__((vector_size(64)));
 typedef float v16u __attribute__((vector_size(64), aligned(4)));   // for unaligned loads and stores
 inline v16 load16(const float* p) { return *reinterpret_cast<const v16u*>(p); }
 inline void store16(float* p, v16 x) { *reinterpret_cast<v16u*>(p) = x; }
+
+// the sum of a vector's 16 lanes, as a tree (a serial chain of 16 adds dominated the scoring)
+typedef float v8 __attribute__((vector_size(32)));
+typedef float v4 __attribute__((vector_size(16)));
+inline float hsum16(v16 x) {
+  const v8 a = __builtin_shufflevector(x, x, 0, 1, 2, 3, 4, 5, 6, 7) +
+               __builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15);
+  const v4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+  return (b[0] + b[2]) + (b[1] + b[3]);
+}
+
+// q . k over d dims
+inline float dot(const float* q, const float* k, int64_t d) {
+  if (d % 16 == 0) {
+    v16 x = v16{};
+    for (int64_t j = 0; j < d; j += 16) x += load16(q + j) * load16(k + j);
+    return hsum16(x);
+  }
+  float x = 0.0f;
+  for (int64_t j = 0; j < d; ++j) x += q[j] * k[j];
+  return x;
+}
+
+// exp of 16 floats <= 0 (softmax weights): x = n ln2 + r, |r| <= ln2/2, e^r by Cephes' degree-6
+// polynomial, 2^n through the exponent bits; within 2 ulp of expf, 0 below -87.3 (a float's range)
+typedef int32_t v16i __attribute__((vector_size(64)));
+inline v16 exp16(v16 x) {
+  const v16 lo = v16{} - 87.33654f;
+  const v16i underflow = x < lo;
+  x = underflow ? lo : x;
+  const v16 t = x * 1.44269504088896341f - 0.5f;   // x <= 0: round to nearest = truncate(t - 0.5)
+  const v16i n = __builtin_convertvector(t, v16i);
+  const v16 nf = __builtin_convertvector(n, v16);
+  const v16 r = x - nf * 0.693359375f + nf * 2.12194440e-4f;
+  v16 y = v16{} + 1.9875691500e-4f;
+  y = y * r + 1.3981999507e-3f;
+  y = y * r + 8.3334519073e-3f;
+  y = y * r + 4.1665795894e-2f;
+  y = y * r + 1.6666665459e-1f;
+  y = y * r + 5.0000001201e-1f;
+  y = y * r * r + r + 1.0f;
+  v16 scale;
+  const v16i bits = (n + 127) << 23;
+  __builtin_memcpy(&scale, &bits, sizeof scale);
+  y = y * scale;
+  return underflow ? v16{} : y;
+}
 
 // Rotated keys of a tile: key_t = R(p_t) (mu + U c_t), U given transposed (r_k, d); cos/sin rows of
 // the keys' positions (token stride `pos_stride`, dims contiguous); rotate-half RoPE.
@@ -132,19 +179,17 @@ __attribute__((always_inline)) inline void head_task(const Args<LatentT>& A, int
   const int64_t hq = A.hq, group = A.group, length = A.length, d = A.d, r_k = A.r_k, r_v = A.r_v, s_len = A.s_len;
   const int64_t *ck_st = A.ck_st, *cv_st = A.cv_st, *rope_st = A.rope_st;
   const LatentT *ck = A.ck, *cv = A.cv;
-  const float *up_k = A.up_k, *mu_k = A.mu_k, *up_v = A.up_v, *mu_v = A.mu_v, *cos = A.cos, *sin = A.sin;
+  const float *mu_k = A.mu_k, *up_v = A.up_v, *mu_v = A.mu_v, *cos = A.cos, *sin = A.sin;
   const bool* valid = A.valid;
   const float *own_k = A.own_k, *own_v = A.own_v;
   float *out = A.out, *lse = A.lse;
   const int64_t rows = group * length;
+  const int64_t rv_pad = (r_v + 15) / 16 * 16;   // V-latent rows padded with zeros to whole vectors
   const int64_t gk = A.k_groups == 1 ? 0 : h, gv = A.v_groups == 1 ? 0 : h;   // shared latent or per head
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  // this head's K decoder transposed to (r_k, d): the rebuild loops run along d
-  std::vector<float> uk_t(r_k * d), queries(rows * d), cv_row(r_v);
-  std::vector<float> m(rows, -std::numeric_limits<float>::infinity()), l(rows, 0.0f), acc(rows * r_v, 0.0f);
-  const float* uk = up_k + h * d * r_k;
-  for (int64_t j = 0; j < d; ++j)
-    for (int64_t r = 0; r < r_k; ++r) uk_t[r * d + j] = uk[j * r_k + r];
+  std::vector<float> queries(rows * d);
+  std::vector<float> m(rows, -std::numeric_limits<float>::infinity()), l(rows, 0.0f), acc(rows * rv_pad, 0.0f);
+  const float* uk_t = A.up_k_t + h * r_k * d;   // the rebuild loops run along d
   for (int64_t g = 0; g < group; ++g)      // query heads h*group .. of this KV head, row = g * length + i
     for (int64_t i = 0; i < length; ++i) {
       const float* src = q + (((b * hq) + h * group + g) * length + i) * d;
@@ -153,7 +198,7 @@ __attribute__((always_inline)) inline void head_task(const Args<LatentT>& A, int
   const float* mk = mu_k + h * d;
   // keys are rebuilt a tile at a time (latents gathered and converted to float once)
   constexpr int64_t kTile = 16;
-  std::vector<float> c_tile(kTile * r_k), keys(kTile * d);
+  std::vector<float> c_tile(kTile * r_k), keys(kTile * d), cv_tile(kTile * rv_pad, 0.0f);   // padding stays 0
   int64_t tile_pos[kTile];
   for (int64_t s0 = 0; s0 < s_len; s0 += kTile) {
     int64_t n = 0;
@@ -163,31 +208,41 @@ __attribute__((always_inline)) inline void head_task(const Args<LatentT>& A, int
       gather(c, ck_st[3], r_k, c_tile.data() + n * r_k);
       tile_pos[n++] = s;
     }
-    rebuild_rotated_keys(c_tile.data(), n, r_k, uk_t.data(), mk, d, cos + b * rope_st[0], sin + b * rope_st[0],
+    rebuild_rotated_keys(c_tile.data(), n, r_k, uk_t, mk, d, cos + b * rope_st[0], sin + b * rope_st[0],
                          rope_st[1], tile_pos, keys.data());
-    for (int64_t t = 0; t < n; ++t) {
-      const int64_t s = tile_pos[t];
-      const float* rotated = keys.data() + t * d;
-      const LatentT* v = cv + b * cv_st[0] + s * cv_st[1] + gv * cv_st[2];
-      gather(v, cv_st[3], r_v, cv_row.data());
-      for (int64_t row = 0; row < rows; ++row) {
-        const float* qr = queries.data() + row * d;
-        float score = 0.0f;
-#pragma omp simd reduction(+ : score)
-        for (int64_t j = 0; j < d; ++j) score += qr[j] * rotated[j];
-        float* a = acc.data() + row * r_v;
-        if (score > m[row]) {             // new running max: rescale what was summed so far
-          const float rescale = std::exp(m[row] - score);
-          l[row] = l[row] * rescale + 1.0f;
-#pragma omp simd
-          for (int64_t r = 0; r < r_v; ++r) a[r] = a[r] * rescale + cv_row[r];
-          m[row] = score;
-        } else {
-          const float p = std::exp(score - m[row]);
-          l[row] += p;
-#pragma omp simd
-          for (int64_t r = 0; r < r_v; ++r) a[r] += p * cv_row[r];
+    if (n == 0) continue;
+    for (int64_t t = 0; t < n; ++t) {   // the tile's V latents, shared by every query row
+      const LatentT* v = cv + b * cv_st[0] + tile_pos[t] * cv_st[1] + gv * cv_st[2];
+      gather(v, cv_st[3], r_v, cv_tile.data() + t * rv_pad);
+    }
+    for (int64_t row = 0; row < rows; ++row) {
+      // the tile's scores, then one online-softmax step for the whole tile: one rescale of the
+      // running sums, 16 exponentials in a vector
+      const float* qr = queries.data() + row * d;
+      alignas(64) float score[kTile], p[kTile];
+      float top = m[row];
+      for (int64_t t = 0; t < n; ++t) {
+        score[t] = dot(qr, keys.data() + t * d, d);
+        top = std::max(top, score[t]);
+      }
+      for (int64_t t = n; t < kTile; ++t) score[t] = top;
+      store16(p, exp16(load16(score) - top));
+      for (int64_t t = n; t < kTile; ++t) p[t] = 0.0f;
+      const float rescale = std::exp(m[row] - top);   // 0 while nothing was summed (m = -inf)
+      l[row] = l[row] * rescale + hsum16(load16(p));
+      m[row] = top;
+      // the running sum of weighted V latents, 16 ranks at a time in registers (two chains over keys)
+      float* a = acc.data() + row * rv_pad;
+      for (int64_t r0 = 0; r0 < rv_pad; r0 += 16) {
+        v16 x0 = load16(a + r0) * rescale, x1 = v16{};
+        const float* vt = cv_tile.data() + r0;
+        int64_t t = 0;
+        for (; t + 2 <= n; t += 2) {
+          x0 += p[t] * load16(vt + t * rv_pad);
+          x1 += p[t + 1] * load16(vt + (t + 1) * rv_pad);
         }
+        if (t < n) x0 += p[t] * load16(vt + t * rv_pad);
+        store16(a + r0, x0 + x1);
       }
     }
   }
@@ -197,7 +252,7 @@ __attribute__((always_inline)) inline void head_task(const Args<LatentT>& A, int
     const int64_t g = row / length, i = row % length;
     const int64_t head = h * group + g;
     float* o = out + ((b * hq + head) * length + i) * d;
-    const float* a = acc.data() + row * r_v;
+    const float* a = acc.data() + row * rv_pad;
     float past_weight = 0.0f, own_weight = 0.0f, total = l[row], top = m[row];
     if (own_k != nullptr) {   // a decode step's own token (length 1), exact, in the same softmax
       const float* ok = own_k + (b * (hq / group) + h) * d;
@@ -269,6 +324,8 @@ std::vector<at::Tensor> latent_attention(at::Tensor q, at::Tensor ck, at::Tensor
   const int64_t r_k = ck.size(3), r_v = cv.size(3);
   auto out = at::empty({b, hq, length, d}, q.options());
   auto lse = at::empty({b, hq, length}, q.options());
+  // once per call, not per (batch, head) task: transposing in every task cost ~6% of the kernel
+  const auto up_k_t = up_k.transpose(1, 2).contiguous();
   TORCH_CHECK(sin.strides() == cos.strides() && cos.stride(3) == 1, "cos and sin tables: same strides, last dim contiguous");
   // tasks of at least ~64k multiply-adds before a thread is worth waking
   const int64_t per_task = std::max<int64_t>(1, s_len * (d * r_k + r_v));
@@ -279,7 +336,7 @@ std::vector<at::Tensor> latent_attention(at::Tensor q, at::Tensor ck, at::Tensor
     Args<scalar_t> A{q.data_ptr<float>(), hq, group, length, d,
                      ck.data_ptr<scalar_t>(), {ck.stride(0), ck.stride(1), ck.stride(2), ck.stride(3)}, ck.size(2), r_k,
                      cv.data_ptr<scalar_t>(), {cv.stride(0), cv.stride(1), cv.stride(2), cv.stride(3)}, cv.size(2), r_v,
-                     s_len, up_k.data_ptr<float>(), mu_k.data_ptr<float>(), up_v.data_ptr<float>(),
+                     s_len, up_k_t.data_ptr<float>(), mu_k.data_ptr<float>(), up_v.data_ptr<float>(),
                      mu_v.data_ptr<float>(), cos.data_ptr<float>(), sin.data_ptr<float>(),
                      {cos.stride(0), cos.stride(2)},
                      valid.numel() ? valid.data_ptr<bool>() : nullptr,
