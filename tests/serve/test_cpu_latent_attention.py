@@ -35,18 +35,41 @@ def test_kernel_equals_reconstruct_then_attend(kernel, shape, offset, padded, dt
     torch.testing.assert_close(lse, ref_lse, rtol=1e-6, atol=1e-5)
 
 
+def _no_merge_after_the_kernel(monkeypatch):
+    def merged(*_):
+        raise AssertionError("the own token was merged after the kernel, not folded into it")
+    monkeypatch.setattr(cpu, "exact_attention_with_lse", merged)
+
+
 @pytest.mark.parametrize("shape", [s for s in SHAPES if s[4] == 1] + [(2, 4, 2, 2, 1, 50, 32, 12, 20)])
 @pytest.mark.parametrize("padded", [False, True])
-def test_decode_step_folds_its_own_token(kernel, shape, padded):
+def test_decode_step_folds_its_own_token(kernel, shape, padded, monkeypatch):
     """One new token: its exact K/V join the kernel's softmax; equal to attention over the
     reconstructed past merged with the new token."""
     args = _case(*shape, seed=4, offset=100, padded=padded)
     own_k, own_v = _own(args, 1)
     want = merge_partial_attention(*reference_latent_attention(*args), *exact_attention_with_lse(args[0], own_k, own_v, None))
-    (out, lse), folded = cpu.cpu_latent_attention(kernel, *args, _tables(args), (own_k, own_v, None))
-    assert folded
+    _no_merge_after_the_kernel(monkeypatch)
+    out, lse = cpu.cpu_latent_attention(kernel, *args, rope_tables=_tables(args), own=(own_k, own_v, None))
     torch.testing.assert_close(out, want[0], rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(lse, want[1], rtol=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("length", [1, 3])
+def test_pre_rope_own_keys_are_rotated_at_their_positions(kernel, length):
+    """own_tables given: the new tokens' keys arrive pre-RoPE (the kernel rotates a folded one)."""
+    from loopkv.models.rope import Rotary, apply_rope
+
+    args = _case(2, 4, 2, 2, length, 30, 32, 6, 10, seed=8, offset=40, padded=True)
+    own_k, own_v = _own(args, length, seed=9)
+    new_positions = args[7][:, -1:] + 1 + torch.arange(length)
+    tables = Rotary(32, 10000.0).cos_sin(new_positions, torch.float32)
+    want = latent_attention(*args, own=(apply_rope(own_k, *tables), own_v, None))
+    got = latent_attention(*args, own=(own_k, own_v, None), own_tables=tables)
+    torch.testing.assert_close(got[0], want[0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got[1], want[1], rtol=1e-6, atol=1e-5)
+    unrotated = latent_attention(*args, own=(own_k, own_v, None))
+    assert not torch.allclose(unrotated[0], want[0], atol=1e-3)
 
 
 def test_several_new_tokens_are_merged_after_the_kernel(kernel):
@@ -55,10 +78,7 @@ def test_several_new_tokens_are_merged_after_the_kernel(kernel):
     mask = torch.ones(3, 3, dtype=torch.bool).tril().repeat(2, 1, 1, 1)
     mask[1, 0, 2, 0] = False
     want = merge_partial_attention(*reference_latent_attention(*args), *exact_attention_with_lse(args[0], own_k, own_v, mask))
-    read, folded = cpu.cpu_latent_attention(kernel, *args, _tables(args), (own_k, own_v, mask))
-    assert not folded                                      # the past alone; latent_attention merges
-    torch.testing.assert_close(read[0], reference_latent_attention(*args)[0], rtol=1e-5, atol=1e-5)
-    out, lse = latent_attention(*args, own=(own_k, own_v, mask))
+    out, lse = cpu.cpu_latent_attention(kernel, *args, rope_tables=_tables(args), own=(own_k, own_v, mask))
     torch.testing.assert_close(out, want[0], rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(lse, want[1], rtol=1e-6, atol=1e-5)
 
@@ -88,15 +108,29 @@ def test_a_row_with_no_valid_key_weighs_nothing(kernel):
     torch.testing.assert_close(out[0], want[0][0], rtol=1e-5, atol=1e-5)
 
 
-def test_unsupported_layouts_and_tables_are_errors(kernel):
+def test_unsupported_layouts_and_bad_shapes_are_errors(kernel):
+    """The kernel checks its inputs itself (the Python wrapper no longer does): ValueErrors, named."""
     q, ck, cv, up_k, mu_k, up_v, mu_v, positions, _ = _case(1, 4, 4, 2, 1, 8, 16, 4, 4)   # 2 groups for 4 heads
     tables = _tables((q, ck, cv, up_k, mu_k, up_v, mu_v, positions))
     with pytest.raises(ValueError, match="latent groups"):
-        cpu.cpu_latent_attention(kernel, q, ck, cv, up_k, mu_k, up_v, mu_v, positions, None, tables, None)
-    q, ck, cv, up_k, mu_k, up_v, mu_v, positions, _ = _case(1, 2, 2, 2, 1, 8, 16, 4, 4)
+        latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, rope_tables=tables)
+    args = _case(1, 2, 2, 2, 1, 8, 16, 4, 4)
+    q, ck, cv, up_k, mu_k, up_v, mu_v, positions, _ = args
     with pytest.raises(ValueError, match="rope_tables"):
-        cpu.cpu_latent_attention(kernel, q, ck, cv, up_k, mu_k, up_v, mu_v, positions, None,
-                                 tuple(t[:, :, 1:] for t in tables), None)
+        latent_attention(*args[:8], rope_tables=tuple(t[:, :, 1:] for t in tables))
+    with pytest.raises(ValueError, match="positions"):
+        latent_attention(*args[:7], positions[:, 1:])
+    with pytest.raises(ValueError, match="group over"):
+        latent_attention(q[:, :1], *args[1:8])
+    with pytest.raises(ValueError, match="decoder rows"):
+        latent_attention(q, ck, cv, up_k, mu_k[:, 1:], up_v, mu_v, positions)
+    with pytest.raises(ValueError, match="does not fit"):
+        latent_attention(q, ck[:, :, :, 1:], cv, up_k, mu_k, up_v, mu_v, positions, rope_tables=tables)
+    with pytest.raises(ValueError, match="key_valid"):
+        latent_attention(*args[:8], torch.ones(1, 8))
+    own_k, own_v = _own(args, 1)
+    with pytest.raises(ValueError, match="own token"):
+        latent_attention(*args, own=(own_k[:, :1], own_v, None))
 
 
 def test_kernel_choice_and_a_failed_build(monkeypatch):

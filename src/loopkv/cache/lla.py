@@ -91,9 +91,8 @@ class LLACache(LoopCache):
             return super().attend(loop, layer, positions, q, k, v, mask)
         past_k, past_v = self.stored("k", layer), self.stored("v", layer)    # before this forward's tokens
         self.append(loop, layer, positions, k, v)
-        new_k = self.rope(positions, k)
         if past_k is None:
-            return attention(q, new_k, v, mask)
+            return attention(q, self.rope(positions, k), v, mask)
         past = past_k.shape[1]
         # past tokens precede every new one: their validity is the same for all queries (padding only)
         key_valid = None if mask is None else mask[:, 0, -1, :past]
@@ -101,7 +100,8 @@ class LLACache(LoopCache):
         own_mask = None if mask is None or q.shape[2] == 1 else mask[..., past:]
         out, _ = latent_attention(q, past_k, past_v, *self.loop_decoder("k", layer, loop),
                                   *self.loop_decoder("v", layer, loop), self.positions, key_valid, self.rotary.theta,
-                                  rope_tables=self.rope_tables(self.positions, torch.float32), own=(new_k, v, own_mask))
+                                  rope_tables=self.rope_tables(self.positions, torch.float32), own=(k, v, own_mask),
+                                  own_tables=self.rope_tables(positions, k.dtype))
         return out.to(q.dtype)
 
     def begin_forward(self, positions):
@@ -115,11 +115,11 @@ class LLACache(LoopCache):
         """(up (H_kv, d_head, r), mu (H_kv, d_head)): the rows of `layer`'s decoder that give `loop`.
         Gathered once per decode, not per call; a codec updated in place (training) is re-gathered
         (its version is read once per forward)."""
-        mu, _, up = self.codec.params(kind)
         key = (kind, layer, loop)
         version = self._codec_version if self._new_positions is not None else self._current_codec_version()
         hit = self._decoders.get(key)
-        if hit is None or hit[0] != version:
+        if hit is None or hit[0] != version:   # the codec's parameters are read only then (Module getattr is slow)
+            mu, _, up = self.codec.params(kind)
             groups, rows = self._groups(layer), self._rows[loop]
             rows_up, rows_mu = up[groups][:, rows].detach(), mu[groups][:, rows].detach()
             hit = self._decoders[key] = (version, rows_up.reshape(self.num_kv_heads, self.head_dim, up.shape[-1]),

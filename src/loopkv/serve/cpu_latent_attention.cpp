@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <limits>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -52,6 +53,7 @@ struct Args {
   int64_t rope_st[2];
   const bool* valid;          // (B, S) or null
   const float *own_k, *own_v; // (B, H_kv, 1, d) or null
+  const float *own_cos, *own_sin;   // (B, 1, 1, d) or null: own_k is pre-RoPE, rotated in the epilogue
   float *out, *lse;
 };
 
@@ -181,13 +183,13 @@ __attribute__((always_inline)) inline void head_task(const Args<LatentT>& A, int
   const LatentT *ck = A.ck, *cv = A.cv;
   const float *mu_k = A.mu_k, *up_v = A.up_v, *mu_v = A.mu_v, *cos = A.cos, *sin = A.sin;
   const bool* valid = A.valid;
-  const float *own_k = A.own_k, *own_v = A.own_v;
+  const float *own_k = A.own_k, *own_v = A.own_v, *own_cos = A.own_cos, *own_sin = A.own_sin;
   float *out = A.out, *lse = A.lse;
   const int64_t rows = group * length;
   const int64_t rv_pad = (r_v + 15) / 16 * 16;   // V-latent rows padded with zeros to whole vectors
   const int64_t gk = A.k_groups == 1 ? 0 : h, gv = A.v_groups == 1 ? 0 : h;   // shared latent or per head
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  std::vector<float> queries(rows * d);
+  std::vector<float> queries(rows * d), own_rotated(own_cos != nullptr ? d : 0);
   std::vector<float> m(rows, -std::numeric_limits<float>::infinity()), l(rows, 0.0f), acc(rows * rv_pad, 0.0f);
   const float* uk_t = A.up_k_t + h * r_k * d;   // the rebuild loops run along d
   for (int64_t g = 0; g < group; ++g)      // query heads h*group .. of this KV head, row = g * length + i
@@ -256,6 +258,15 @@ __attribute__((always_inline)) inline void head_task(const Args<LatentT>& A, int
     float past_weight = 0.0f, own_weight = 0.0f, total = l[row], top = m[row];
     if (own_k != nullptr) {   // a decode step's own token (length 1), exact, in the same softmax
       const float* ok = own_k + (b * (hq / group) + h) * d;
+      if (own_cos != nullptr) {   // rotate-half RoPE at its position
+        const float *cs = own_cos + b * d, *sn = own_sin + b * d;
+        const int64_t half = d / 2;
+        for (int64_t j = 0; j < half; ++j) {
+          own_rotated[j] = ok[j] * cs[j] - ok[j + half] * sn[j];
+          own_rotated[j + half] = ok[j + half] * cs[j + half] + ok[j] * sn[j + half];
+        }
+        ok = own_rotated.data();
+      }
       const float* qr = queries.data() + row * d;
       float own_score = 0.0f;
       for (int64_t j = 0; j < d; ++j) own_score += qr[j] * ok[j];
@@ -313,20 +324,57 @@ int isa_level() {
 
 int64_t simd_level() { return isa_level(); }
 
-// q (B, Hq, L, d) f32 contiguous; ck (B, S, Gk, r_k), cv (B, S, Gv, r_v) any strides, f32/bf16/f16;
-// up (H_kv, d, r), mu (H_kv, d) f32 contiguous; cos, sin (B, 1, S, d) f32; valid (B, S) bool
-// contiguous or empty; own_k, own_v (B, H_kv, 1, d) f32 contiguous or empty. -> [out, lse]
+// The checks and conversions live here, not in Python: at the embedded default a decode step's call is
+// ~20 us of work, and two dozen Python-side shape checks and dtype/layout no-ops cost as much again.
+// q (B, Hq, L, d); ck (B, S, Gk, r_k), cv (B, S, Gv, r_v) any strides, f32/bf16/f16, G 1 (shared)
+// or H_kv; up (H_kv, d, r), mu (H_kv, d); cos, sin (B, 1, S, d) of the latents' positions; valid
+// (B, S) bool or empty; own_k, own_v (B, H_kv, 1, d) or empty: a decode step's own token, folded
+// into the softmax; own_cos, own_sin (B, 1, 1, d) or empty: when given, own_k is pre-RoPE and is
+// rotated here. Floating inputs are used as float32. -> [out (B, Hq, L, d), lse (B, Hq, L)]
 std::vector<at::Tensor> latent_attention(at::Tensor q, at::Tensor ck, at::Tensor cv, at::Tensor up_k,
                                          at::Tensor mu_k, at::Tensor up_v, at::Tensor mu_v, at::Tensor cos,
-                                         at::Tensor sin, at::Tensor valid, at::Tensor own_k, at::Tensor own_v) {
+                                         at::Tensor sin, at::Tensor valid, at::Tensor own_k, at::Tensor own_v,
+                                         at::Tensor own_cos, at::Tensor own_sin) {
+  TORCH_CHECK_VALUE(q.dim() == 4 && ck.dim() == 4 && cv.dim() == 4 && up_k.dim() == 3 && up_v.dim() == 3,
+                    "q (B, Hq, L, d), latents (B, S, G, r) and decoders (H_kv, d, r) expected");
   const int64_t b = q.size(0), hq = q.size(1), length = q.size(2), d = q.size(3);
-  const int64_t h_kv = up_k.size(0), group = hq / h_kv, s_len = ck.size(1);
-  const int64_t r_k = ck.size(3), r_v = cv.size(3);
+  const int64_t h_kv = up_k.size(0), s_len = ck.size(1), r_k = ck.size(3), r_v = cv.size(3);
+  TORCH_CHECK_VALUE(hq % h_kv == 0 && up_v.size(0) == h_kv, "query heads ", hq,
+                    " must group over the decoder's KV heads ", h_kv, " (V: ", up_v.size(0), ")");
+  TORCH_CHECK_VALUE(up_k.size(1) == d && up_v.size(1) == d && mu_k.sizes() == at::IntArrayRef({h_kv, d}) &&
+                        mu_v.sizes() == at::IntArrayRef({h_kv, d}),
+                    "decoder rows must be (H_kv, ", d, ", r); got up_k ", up_k.sizes(), ", mu_k ", mu_k.sizes());
+  for (const auto& [name, c, up] : {std::tuple<const char*, const at::Tensor&, const at::Tensor&>{"ck", ck, up_k},
+                                    {"cv", cv, up_v}}) {
+    TORCH_CHECK_VALUE(c.size(2) == 1 || c.size(2) == h_kv, name, " has ", c.size(2),
+                      " latent groups; the CPU kernel takes 1 (shared) or ", h_kv);
+    TORCH_CHECK_VALUE(c.size(0) == b && c.size(1) == s_len && c.size(3) == up.size(2), name, " ", c.sizes(),
+                      " does not fit batch ", b, " / ", s_len, " tokens / decoder ", up.sizes());
+  }
+  TORCH_CHECK_VALUE(cos.sizes() == at::IntArrayRef({b, 1, s_len, d}) && sin.sizes() == cos.sizes(), "rope_tables ",
+                    cos.sizes(), " must be (B, 1, S, d) of the latents' positions");
+  TORCH_CHECK_VALUE(valid.numel() == 0 || (valid.scalar_type() == at::kBool && valid.sizes() == at::IntArrayRef({b, s_len})),
+                    "key_valid must be a (B, S) bool mask");
+  const bool fold = own_k.numel() > 0;
+  TORCH_CHECK_VALUE(!fold || (length == 1 && own_k.sizes() == at::IntArrayRef({b, h_kv, 1, d}) &&
+                              own_v.sizes() == own_k.sizes()),
+                    "the own token folded in must be one new token, (B, H_kv, 1, d) keys and values");
+  TORCH_CHECK_VALUE(own_cos.numel() == 0 || (own_cos.sizes() == at::IntArrayRef({b, 1, 1, d}) && own_sin.sizes() == own_cos.sizes()),
+                    "the own token's rope tables must be (B, 1, 1, d)");
+  // float32 and contiguous, without a dispatcher round trip when already so (the common case)
+  const auto f32 = [](const at::Tensor& t) {
+    return t.scalar_type() == at::kFloat && t.is_contiguous() ? t : t.to(at::kFloat).contiguous();
+  };
+  q = f32(q), up_k = f32(up_k), mu_k = f32(mu_k), up_v = f32(up_v), mu_v = f32(mu_v), cos = f32(cos), sin = f32(sin);
+  if (!valid.is_contiguous()) valid = valid.contiguous();
+  const bool rotate_own = fold && own_cos.numel() > 0;
+  if (fold) own_k = f32(own_k), own_v = f32(own_v);
+  if (rotate_own) own_cos = f32(own_cos), own_sin = f32(own_sin);
+  const int64_t group = hq / h_kv;
   auto out = at::empty({b, hq, length, d}, q.options());
   auto lse = at::empty({b, hq, length}, q.options());
   // once per call, not per (batch, head) task: transposing in every task cost ~6% of the kernel
   const auto up_k_t = up_k.transpose(1, 2).contiguous();
-  TORCH_CHECK(sin.strides() == cos.strides() && cos.stride(3) == 1, "cos and sin tables: same strides, last dim contiguous");
   // tasks of at least ~64k multiply-adds before a thread is worth waking
   const int64_t per_task = std::max<int64_t>(1, s_len * (d * r_k + r_v));
   const int64_t grain = std::max<int64_t>(1, 65536 / per_task);
@@ -340,8 +388,10 @@ std::vector<at::Tensor> latent_attention(at::Tensor q, at::Tensor ck, at::Tensor
                      mu_v.data_ptr<float>(), cos.data_ptr<float>(), sin.data_ptr<float>(),
                      {cos.stride(0), cos.stride(2)},
                      valid.numel() ? valid.data_ptr<bool>() : nullptr,
-                     own_k.numel() ? own_k.data_ptr<float>() : nullptr,
-                     own_v.numel() ? own_v.data_ptr<float>() : nullptr,
+                     fold ? own_k.data_ptr<float>() : nullptr,
+                     fold ? own_v.data_ptr<float>() : nullptr,
+                     rotate_own ? own_cos.data_ptr<float>() : nullptr,
+                     rotate_own ? own_sin.data_ptr<float>() : nullptr,
                      out.data_ptr<float>(), lse.data_ptr<float>()};
     auto task = &head_task_base<scalar_t>;
 #if defined(__x86_64__) && defined(__GNUC__)

@@ -23,7 +23,9 @@ from pathlib import Path
 import torch
 
 from loopkv.errors import LoopKVError
-from loopkv.serve.latent_attention import folds_own
+from loopkv.models.rope import Rotary
+from loopkv.serve.latent_attention import (exact_attention_with_lse, folds_own, merge_partial_attention,
+                                             rotated_own)
 
 SOURCE = Path(__file__).with_name("cpu_latent_attention.cpp")
 NAME, CFLAGS, LDFLAGS = "loopkv_cpu_latent_attention", ("-O3", "-fopenmp"), ("-fopenmp",)
@@ -96,25 +98,24 @@ def _load(where: Path):
                        verbose=False)
 
 
-def cpu_latent_attention(module, q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid, rope_tables, own):
-    """Arguments as latent_attention (already checked, rope_tables built); the kernel folds a decode
-    step's own token (one query, mask None) and returns the past-only result otherwise, for the
-    caller to merge. Returns ((out, lse), own_folded). `positions` is unused (the tables carry them);
-    the argument order is latent_attention's."""
-    h_kv = up_k.shape[0]
-    for name, c in (("ck", ck), ("cv", cv)):
-        if c.shape[2] not in (1, h_kv):
-            raise ValueError(f"{name} has {c.shape[2]} latent groups; the CPU kernel takes 1 (shared) or {h_kv}")
-    cos, sin = (t.float().contiguous() for t in rope_tables)
-    if cos.shape != (q.shape[0], 1, ck.shape[1], q.shape[-1]):
-        raise ValueError(f"rope_tables {tuple(cos.shape)} must be (B, 1, S, d) of the latents' positions")
+def cpu_latent_attention(module, q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid=None,
+                         rope_theta: float = 10000.0, rope_tables=None, own=None, own_tables=None):
+    """latent_attention on CPU through the kernel `module` (arguments and result as there). The
+    kernel checks shapes and converts dtypes itself and folds a decode step's own token (one query,
+    mask None) into its softmax, rotating it when `own_tables` are given; other new tokens are
+    merged here."""
+    if rope_tables is None:
+        if positions.shape != ck.shape[:2]:
+            raise ValueError(f"positions {tuple(positions.shape)} must be (B, S) of the latents {tuple(ck.shape[:2])}")
+        rope_tables = Rotary(q.shape[-1], rope_theta).cos_sin(positions, torch.float32)
     fold = folds_own(q, own)
-    own_k, own_v = (own[0].float().contiguous(), own[1].float().contiguous()) if fold else (_NONE, _NONE)
-    valid = key_valid.contiguous() if key_valid is not None else _NO_MASK
-    out, lse = module.latent_attention(q.float().contiguous(), ck, cv, up_k.float().contiguous(),
-                                       mu_k.float().contiguous(), up_v.float().contiguous(),
-                                       mu_v.float().contiguous(), cos, sin, valid, own_k, own_v)
-    return (out, lse), fold
+    own_k, own_v = (own[0], own[1]) if fold else (_NONE, _NONE)
+    own_cos, own_sin = own_tables if fold and own_tables is not None else (_NONE, _NONE)
+    out, lse = module.latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, *rope_tables,
+                                       _NO_MASK if key_valid is None else key_valid, own_k, own_v, own_cos, own_sin)
+    if fold or own is None:
+        return out, lse
+    return merge_partial_attention(out, lse, *exact_attention_with_lse(q, *rotated_own(own, own_tables)))
 
 
 if __name__ == "__main__":   # the build process `_build` starts: compile, check the module loads, mark it built

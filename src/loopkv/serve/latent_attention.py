@@ -213,18 +213,28 @@ def exact_attention_with_lse(q, keys, values, mask):
     return torch.softmax(scores, dim=-1).nan_to_num(0.0) @ values, lse
 
 
+def rotated_own(own, own_tables):
+    """own = (keys, values, mask) with its keys rotated: by `own_tables` (cos, sin) when given (the
+    keys are then pre-RoPE), unchanged otherwise."""
+    return own if own is None or own_tables is None else (apply_rope(own[0], *own_tables), *own[1:])
+
+
 def latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid=None, rope_theta: float = 10000.0,
-                     rope_tables=None, own=None):
+                     rope_tables=None, own=None, own_tables=None):
     """The serving path: the fused Triton kernel on CUDA tensors (when triton is installed), the
     fused C++ kernel on CPU tensors (serve/cpu_latent_attention.py; LOOPKV_CPU_KERNEL), the tiled
     torch path otherwise. Same arguments and result as reference_latent_attention, except that
     `own` = (keys, values, mask) of the new tokens (keys rotated, (B, H_kv, L, d); mask (B, 1, L, L)
     or None = causal) joins the past: the result is attention over past latents and new tokens.
-    A decode step's own token (L = 1, mask None) is folded into the kernel's merge on CUDA."""
+    `own_tables`: (cos, sin) (B, 1, L, d) of the new tokens' positions; when given, own's keys are
+    pre-RoPE and are rotated here (inside the CPU kernel when it folds them: a decode step's rotation
+    as separate operations cost as much as the kernel call). A decode step's own token (L = 1, mask
+    None) is folded into the kernel's merge on CUDA and CPU."""
     if q.is_cuda:
         from loopkv.serve import triton_latent_attention as fused
 
         if fused.triton is not None:
+            own = rotated_own(own, own_tables)
             fold = folds_own(q, own)
             read = fused.triton_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid,
                                                  rope_theta, rope_tables, own=own if fold else None)
@@ -234,11 +244,7 @@ def latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid=Non
 
         module = cpu.extension()
         if module is not None:
-            _check(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid)
-            if rope_tables is None:
-                rope_tables = Rotary(q.shape[-1], rope_theta).cos_sin(positions, torch.float32)
-            read, folded = cpu.cpu_latent_attention(module, q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid,
-                                                    rope_tables, own)
-            return read if folded else _with_own(q, read, own)
+            return cpu.cpu_latent_attention(module, q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid,
+                                            rope_theta, rope_tables, own, own_tables)
     return torch_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid, rope_theta,
-                                  rope_tables=rope_tables, own=own)
+                                  rope_tables=rope_tables, own=rotated_own(own, own_tables))
