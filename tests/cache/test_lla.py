@@ -238,3 +238,31 @@ def test_fused_read_follows_a_codec_updated_in_place(reference_model, calibratio
             codec.mu_v.add_(0.25)
             logits[path] = reference_model(tokens[:, 5:6], cache=cache).logits
     torch.testing.assert_close(logits["fused"], logits["latent"], atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("method", ["lla", "lla2d"])
+@pytest.mark.parametrize("length", [1, 7])
+def test_the_cpu_encode_kernel_equals_the_python_encode_bit_for_bit(reference_model, calibration, method, length,
+                                                                    monkeypatch):
+    """Serving encodes through one C++ call (the same operations); training through torch here. A
+    latent must not depend on which ran: a model served after distillation reads what it was taught."""
+    config = reference_model.config
+    codec = make_codec(config, calibration, 3, 6, METHOD_LAYOUT[method])
+    g = torch.Generator().manual_seed(11)
+    loops = {kind: [torch.randn(2, config.num_key_value_heads, length, config.head_dim, generator=g)
+                    for _ in range(config.total_ut_steps)] for kind in "kv"}
+    latents = {}
+    for cpu_kernel in ("cpp", "torch"):
+        monkeypatch.setenv("LOOPKV_CPU_KERNEL", cpu_kernel)
+        cache = build(method, "fused", config, codec)
+        with torch.no_grad():
+            latents[cpu_kernel] = cache._latents(1, loops["k"], loops["v"])
+    groups = config.num_key_value_heads if method == "lla" else 1        # per head or heads joined
+    for kind, rank in (("k", 3), ("v", 6)):
+        assert latents["cpp"][kind].shape == (2, groups, length, rank)
+        assert torch.equal(latents["cpp"][kind], latents["torch"][kind])
+    # and the definition: the codec's own encode of the tokens' vectors
+    token = torch.stack(loops["k"], dim=-2).transpose(1, 2).unsqueeze(2)            # (B, L, 1 layer, H, T, dh)
+    per_layer = codec.num_groups // config.num_hidden_layers
+    want = codec.encode("k", codec.to_vectors(token), slice(per_layer, 2 * per_layer)).detach()
+    torch.testing.assert_close(latents["cpp"]["k"].transpose(1, 2), want, rtol=1e-5, atol=1e-5)

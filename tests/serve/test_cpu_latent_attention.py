@@ -6,7 +6,7 @@ import torch
 from test_latent_attention import SHAPES, _case
 
 from loopkv.errors import LoopKVError
-from loopkv.serve import cpu_latent_attention as cpu
+from loopkv.serve import cpu_kernels, cpu_latent_attention as cpu
 from loopkv.serve.latent_attention import (exact_attention_with_lse, latent_attention, merge_partial_attention,
                                            reference_latent_attention)
 
@@ -14,7 +14,7 @@ from loopkv.serve.latent_attention import (exact_attention_with_lse, latent_atte
 @pytest.fixture
 def kernel(monkeypatch):
     monkeypatch.setenv("LOOPKV_CPU_KERNEL", "cpp")    # build it or fail: these tests must run the C++ pass
-    return cpu.extension()
+    return cpu_kernels.extension()
 
 
 def _own(args, length, seed=5):
@@ -135,21 +135,21 @@ def test_unsupported_layouts_and_bad_shapes_are_errors(kernel):
 
 def test_kernel_choice_and_a_failed_build(monkeypatch):
     monkeypatch.setenv("LOOPKV_CPU_KERNEL", "torch")
-    assert cpu.extension() is None and cpu.implementation() == "torch"
+    assert cpu_kernels.extension() is None and cpu_kernels.implementation() == "torch"
     monkeypatch.setenv("LOOPKV_CPU_KERNEL", "fast")
     with pytest.raises(LoopKVError, match="LOOPKV_CPU_KERNEL"):
-        cpu.extension()
-    monkeypatch.setattr(cpu, "_state", {})
+        cpu_kernels.extension()
+    monkeypatch.setattr(cpu_kernels, "_state", {})
 
     def no_compiler():
         raise RuntimeError("g++: not found")
 
-    monkeypatch.setattr(cpu, "_build", no_compiler)
+    monkeypatch.setattr(cpu_kernels, "_build", no_compiler)
     monkeypatch.setenv("LOOPKV_CPU_KERNEL", "cpp")
     with pytest.raises(LoopKVError, match="could not be built.*g\\+\\+"):
-        cpu.extension()
+        cpu_kernels.extension()
     monkeypatch.setenv("LOOPKV_CPU_KERNEL", "auto")
-    assert cpu.extension() is None                         # warned once, serving goes on on the torch path
+    assert cpu_kernels.extension() is None                         # warned once, serving goes on on the torch path
     args = _case(1, 2, 2, 2, 1, 20, 16, 6, 10)
     torch.testing.assert_close(latent_attention(*args)[0], reference_latent_attention(*args)[0], rtol=1e-4, atol=1e-4)
 
@@ -164,10 +164,10 @@ def test_a_lock_left_in_the_kernels_build_directory_is_not_waited_on(kernel, mon
     """A build killed mid-compile leaves torch's lock file in the directory; torch would wait on it
     forever. (A CI run stopped for 80 minutes in the first test that built the kernel; a stale lock
     is one way that happens, a hung compiler another, which the build's time limit covers.)"""
-    where = cpu.build_dir()
-    assert (where / cpu.BUILT).exists()                    # the build process finished and said so
+    where = cpu_kernels.build_dir()
+    assert (where / cpu_kernels.BUILT).exists()                    # the build process finished and said so
     (where / "lock").write_text("")
-    monkeypatch.setattr(cpu, "_state", {})
+    monkeypatch.setattr(cpu_kernels, "_state", {})
     monkeypatch.setenv("LOOPKV_CPU_KERNEL", "cpp")
-    assert cpu.extension().simd_level() == kernel.simd_level()
+    assert cpu_kernels.extension().simd_level() == kernel.simd_level()
     assert not (where / "lock").exists()

@@ -153,32 +153,44 @@ class LLACache(LoopCache):
 
     def _encode(self, layer: int) -> None:
         loops = self._pending_kv.pop(layer)
-        for index, kind in ((0, "k"), (1, "v")):
-            latent = self._latent(kind, layer, [step[index] for step in loops])
+        latents = self._latents(layer, [step[0] for step in loops], [step[1] for step in loops])
+        for kind, latent in latents.items():
             if self.read_path == "full":
                 self._unwritten.setdefault(layer, {})[kind] = latent
             else:
                 self.latents[kind][layer] = concat(self.latents[kind][layer], latent, dim=2)
 
-    def _latent(self, kind: str, layer: int, loops: list[torch.Tensor]) -> torch.Tensor:
-        """Each loop's pre-RoPE (B, H, L, dh) of one layer -> the tokens' latents (B, G, L, r), the
-        store's layout: c = (x - mu) W_down as one batched matmul over the layer's groups (the
-        codec's generic encode spent ~20 operations per call, most of a decode step's encode time)."""
+    def _latents(self, layer: int, k_loops: list[torch.Tensor], v_loops: list[torch.Tensor]) -> dict:
+        """Each loop's pre-RoPE K and V (B, H, L, dh) of one layer -> the tokens' latents (B, G, L, r),
+        the store's layout: c = (x - mu) W_down as one batched matmul over the layer's groups. Serving
+        on CPU runs the same operations in one C++ call (serve/cpu_latent_encode.cpp); training
+        (gradients to the codec) runs them here."""
+        groups = self._groups(layer)
+        (mu_k, down_k, _), (mu_v, down_v, _) = self.codec.params("k"), self.codec.params("v")
+        mu_k, down_k, mu_v, down_v = mu_k[groups], down_k[groups], mu_v[groups], down_v[groups]
+        if k_loops[0].device.type == "cpu" and not (torch.is_grad_enabled() and down_k.requires_grad):
+            from loopkv.serve import cpu_kernels
+
+            module = cpu_kernels.extension()
+            if module is not None:
+                return dict(zip(("k", "v"), module.encode_latents(k_loops, v_loops, mu_k, down_k, mu_v, down_v,
+                                                                  self._group_major)))
+        return {"k": self._latent(k_loops, mu_k, down_k), "v": self._latent(v_loops, mu_v, down_v)}
+
+    def _latent(self, loops: list[torch.Tensor], mu: torch.Tensor, down: torch.Tensor) -> torch.Tensor:
+        """One kind's latents; mu (G, W), down (G, W, r) of the layer's groups."""
         x = torch.stack(loops, dim=3)                                          # (B, H, L, T, dh)
         b, _, length = x.shape[:3]
-        mu, down, _ = self.codec.params(kind)
-        groups = self._groups(layer)
-        vectors = x.permute(*self._group_major).reshape(down[groups].shape[0], b * length, -1)  # (G, B*L, W)
-        latent = torch.bmm(vectors - mu[groups].unsqueeze(1), down[groups])    # (G, B*L, r)
-        return latent.unflatten(1, (b, length)).transpose(0, 1)
+        vectors = x.permute(*self._group_major).reshape(down.shape[0], b * length, -1)   # (G, B*L, W)
+        return torch.bmm(vectors - mu.unsqueeze(1), down).unflatten(1, (b, length)).transpose(0, 1)
 
     def reconstruct(self, loop, layer, trace):
         # both read paths hand later tokens the same decoded values; only storage differs. A
         # layer's latents depend on all its loops, so they are encoded once per trace, not per loop.
         seen = self._traced_latents.get(layer)
         if seen is None or seen[0] is not trace:
-            latents = {kind: self._latent(kind, layer, [trace.kv(kind, t, layer) for t in range(self.num_loops)])
-                       for kind in ("k", "v")}
+            latents = self._latents(layer, *([trace.kv(kind, t, layer) for t in range(self.num_loops)]
+                                             for kind in ("k", "v")))
             seen = self._traced_latents[layer] = (trace, latents)
         return tuple(self._decode(kind, layer, loop, seen[1][kind].transpose(1, 2)) for kind in ("k", "v"))
 

@@ -15,7 +15,7 @@ from loopkv.cache import make_cache
 from loopkv.cache.settings import cache_factory, configured_setting, new_codec
 from loopkv.models import OuroConfig, OuroForCausalLM
 from loopkv.models.melt_model import melt_from_teacher
-from loopkv.serve import cpu_latent_attention
+from loopkv.serve import cpu_kernels
 from loopkv.serve.capacity import capacity
 from loopkv.serve.footprint import footprint, served_setting
 from loopkv.serve.latency import Served, device_name, interleaved
@@ -113,6 +113,6 @@ def run(cfg: dict, arch: dict, methods_cfg: dict, device: str = "cpu") -> dict:
                           cfg["prompt_len"], cfg["new_tokens"], cfg["rounds"], cfg["warmup"],
                           teacher.config.vocab_size, device)
     # which implementation the CPU fused rows ran: the C++ kernel or the tiled torch path (LOOPKV_CPU_KERNEL)
-    kernel = cpu_latent_attention.implementation() if torch.device(device).type == "cpu" else None
+    kernel = cpu_kernels.implementation() if torch.device(device).type == "cpu" else None
     return {"footprint_capacity": rows, "latency": latency, "device": device_name(torch.device(device)),
             "cpu_latent_kernel": kernel}

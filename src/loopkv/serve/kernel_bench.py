@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from loopkv.models.rope import Rotary, apply_rope
-from loopkv.serve import cpu_latent_attention
+from loopkv.serve import cpu_kernels
 from loopkv.serve.latency import device_name, rotating_rounds
 from loopkv.serve.latent_attention import latent_attention, reference_latent_attention
 
@@ -71,7 +71,7 @@ def kernel_rows(contexts: list[int], heads: int, head_dim: int, r_k: int, r_v: i
     device = torch.device(device)
     element = torch.tensor([], dtype=dtype).element_size()
     rows = []
-    fused_kernel = "triton" if device.type == "cuda" else cpu_latent_attention.implementation()
+    fused_kernel = "triton" if device.type == "cuda" else cpu_kernels.implementation()
     for context in contexts:
         lat, keys, values = random_inputs(batch, heads, context, head_dim, r_k, r_v, dtype, device)
         args = tuple(lat.values())

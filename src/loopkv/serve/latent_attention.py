@@ -222,7 +222,7 @@ def rotated_own(own, own_tables):
 def latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid=None, rope_theta: float = 10000.0,
                      rope_tables=None, own=None, own_tables=None):
     """The serving path: the fused Triton kernel on CUDA tensors (when triton is installed), the
-    fused C++ kernel on CPU tensors (serve/cpu_latent_attention.py; LOOPKV_CPU_KERNEL), the tiled
+    fused C++ kernel on CPU tensors (serve/cpu_latent_attention.py; LOOPKV_CPU_KERNEL, serve/cpu_kernels.py), the tiled
     torch path otherwise. Same arguments and result as reference_latent_attention, except that
     `own` = (keys, values, mask) of the new tokens (keys rotated, (B, H_kv, L, d); mask (B, 1, L, L)
     or None = causal) joins the past: the result is attention over past latents and new tokens.
@@ -240,9 +240,9 @@ def latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid=Non
                                                  rope_theta, rope_tables, own=own if fold else None)
             return read if fold else _with_own(q, read, own)
     if q.device.type == "cpu":
-        from loopkv.serve import cpu_latent_attention as cpu
+        from loopkv.serve import cpu_kernels, cpu_latent_attention as cpu
 
-        module = cpu.extension()
+        module = cpu_kernels.extension()
         if module is not None:
             return cpu.cpu_latent_attention(module, q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid,
                                             rope_theta, rope_tables, own, own_tables)
