@@ -171,3 +171,25 @@ def test_a_lock_left_in_the_kernels_build_directory_is_not_waited_on(kernel, mon
     monkeypatch.setenv("LOOPKV_CPU_KERNEL", "cpp")
     assert cpu_kernels.extension().simd_level() == kernel.simd_level()
     assert not (where / "lock").exists()
+
+
+@pytest.mark.parametrize("implementation", ["cpp", "torch"])
+def test_rope_rows_read_by_position_from_one_table(kernel, implementation, monkeypatch):
+    """rope_table: (P, d) rows indexed by each key's position, one table for every batch row (the
+    cache's); equal to per-key tables, and a position past the table is an error, not a stray read."""
+    from loopkv.models.rope import Rotary
+
+    monkeypatch.setenv("LOOPKV_CPU_KERNEL", implementation)
+    args = _case(2, 4, 2, 2, 1, 30, 32, 6, 10, seed=12, offset=70, padded=True)
+    positions = args[7]
+    cos, sin = Rotary(32, 10000.0).cos_sin(torch.arange(int(positions.max()) + 5)[None], torch.float32)
+    table = (cos[0, 0], sin[0, 0])
+    want = reference_latent_attention(*args)
+    got = latent_attention(*args, rope_table=table)
+    torch.testing.assert_close(got[0], want[0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got[1], want[1], rtol=1e-6, atol=1e-5)
+    if implementation == "cpp":
+        with pytest.raises(ValueError, match="rope_table has"):
+            latent_attention(*args, rope_table=tuple(t[:int(positions.max())] for t in table))
+        with pytest.raises(ValueError, match="positions must be"):
+            latent_attention(*args[:7], positions.int(), args[8], rope_table=table)

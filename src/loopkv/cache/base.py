@@ -45,6 +45,7 @@ class LoopCache(ABC):
         self._new_positions: torch.Tensor | None = None
         # cos/sin tables per positions tensor, reused across the T*D calls of one forward
         self._rope_tables: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+        self._rope_table: tuple[torch.Tensor, torch.Tensor] | None = None    # rows by position, grown on demand
 
     @property
     def is_linear(self) -> list[bool]:
@@ -122,6 +123,17 @@ class LoopCache(ABC):
             entry = (positions, *self.rotary.cos_sin(positions, dtype))
             self._rope_tables[id(positions)] = entry
         return entry[1], entry[2]
+
+    def rope_table(self, rows: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin (P, d) float32 with row p for position p, P >= `rows`: one small table serves
+        every batch row and every step (grown by doubling), where per-positions tables are B*S rows
+        rebuilt every forward."""
+        table = self._rope_table
+        if table is None or table[0].shape[0] < rows or table[0].device != device:
+            size = max(rows, 2 * table[0].shape[0] if table is not None else 256)
+            cos, sin = self.rotary.cos_sin(torch.arange(size, device=device)[None], torch.float32)
+            table = self._rope_table = (cos[0, 0], sin[0, 0])
+        return table
 
     def entry(self, loop: int, layer: int) -> int:
         """Index of a (loop, layer) entry, Ouro's convention: loop * num_layers + layer."""

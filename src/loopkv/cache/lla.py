@@ -59,6 +59,7 @@ class LLACache(LoopCache):
         self._traced_latents: dict[int, tuple] = {}   # layer -> (trace, latents) for reconstruct()
         self._decoders: dict[tuple, tuple] = {}        # (kind, layer, loop) -> decoder rows (fused reads)
         self._codec_version: tuple = ()
+        self._position_rows = 0   # 1 + the largest cached position: the rows a RoPE table needs
         # (B, H, L, T, dh) -> the layer's group axes first, then (batch, token), then the codec's
         # concatenated axes in its order: a reshape then gives (G, B*L, width)
         axes = {"batch": 0, "head": 1, "token": 2, "loop": 3, "dim": 4}
@@ -100,8 +101,8 @@ class LLACache(LoopCache):
         own_mask = None if mask is None or q.shape[2] == 1 else mask[..., past:]
         out, _ = latent_attention(q, past_k, past_v, *self.loop_decoder("k", layer, loop),
                                   *self.loop_decoder("v", layer, loop), self.positions, key_valid, self.rotary.theta,
-                                  rope_tables=self.rope_tables(self.positions, torch.float32), own=(k, v, own_mask),
-                                  own_tables=self.rope_tables(positions, k.dtype))
+                                  own=(k, v, own_mask), own_tables=self.rope_tables(positions, k.dtype),
+                                  rope_table=self.rope_table(self._position_rows, k.device))
         return out.to(q.dtype)
 
     def begin_forward(self, positions):
@@ -212,6 +213,8 @@ class LLACache(LoopCache):
                     else:                              # a tensor of our own (a cat): its tail, in place
                         store[:, :, store.shape[2] - x.shape[2]:] = x.to(store.dtype)
         self._unwritten = {}
+        if self.read_path == "fused" and not self._new_positions.is_meta:   # (capacity probes run on meta)
+            self._position_rows = max(self._position_rows, int(self._new_positions.max()) + 1)
         super().end_forward()
 
     # -- accounting ------------------------------------------------------------------------

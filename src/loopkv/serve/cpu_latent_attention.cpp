@@ -51,6 +51,8 @@ struct Args {
   const float *up_k_t, *mu_k, *up_v, *mu_v;   // up_k_t: K's decoder transposed, (H_kv, r_k, d)
   const float *cos, *sin;     // rope_st: strides (batch, token); the last dim contiguous
   int64_t rope_st[2];
+  const int64_t* rope_rows;   // null, or the keys' positions (strides rows_st): cos/sin rows indexed by them
+  int64_t rows_st[2];
   const bool* valid;          // (B, S) or null
   const float *own_k, *own_v; // (B, H_kv, 1, d) or null
   const float *own_cos, *own_sin;   // (B, 1, 1, d) or null: own_k is pre-RoPE, rotated in the epilogue
@@ -111,7 +113,7 @@ inline v16 exp16(v16 x) {
 }
 
 // Rotated keys of a tile: key_t = R(p_t) (mu + U c_t), U given transposed (r_k, d); cos/sin rows of
-// the keys' positions (token stride `pos_stride`, dims contiguous); rotate-half RoPE.
+// rows `pos[t]` of the tables (row stride `pos_stride`, dims contiguous); rotate-half RoPE.
 __attribute__((always_inline)) inline void rebuild_rotated_keys(const float* c, int64_t n, int64_t r_k,
                                                                 const float* ukt, const float* mu, int64_t d,
                                                                 const float* cos, const float* sin,
@@ -201,17 +203,22 @@ __attribute__((always_inline)) inline void head_task(const Args<LatentT>& A, int
   // keys are rebuilt a tile at a time (latents gathered and converted to float once)
   constexpr int64_t kTile = 16;
   std::vector<float> c_tile(kTile * r_k), keys(kTile * d), cv_tile(kTile * rv_pad, 0.0f);   // padding stays 0
-  int64_t tile_pos[kTile];
+  int64_t tile_pos[kTile], tile_rope[kTile];
+  // a key's RoPE row: its position in a (P, d) table, or its slot in the (B, 1, S, d) tables
+  const float* cos_b = A.rope_rows ? cos : cos + b * rope_st[0];
+  const float* sin_b = A.rope_rows ? sin : sin + b * rope_st[0];
+  const int64_t row_stride = A.rope_rows ? d : rope_st[1];
+  const int64_t* rope_rows = A.rope_rows ? A.rope_rows + b * A.rows_st[0] : nullptr;
   for (int64_t s0 = 0; s0 < s_len; s0 += kTile) {
     int64_t n = 0;
     for (int64_t s = s0; s < std::min(s0 + kTile, s_len); ++s) {
       if (valid != nullptr && !valid[b * s_len + s]) continue;
       const LatentT* c = ck + b * ck_st[0] + s * ck_st[1] + gk * ck_st[2];
       gather(c, ck_st[3], r_k, c_tile.data() + n * r_k);
+      tile_rope[n] = rope_rows ? rope_rows[s * A.rows_st[1]] : s;
       tile_pos[n++] = s;
     }
-    rebuild_rotated_keys(c_tile.data(), n, r_k, uk_t, mk, d, cos + b * rope_st[0], sin + b * rope_st[0],
-                         rope_st[1], tile_pos, keys.data());
+    rebuild_rotated_keys(c_tile.data(), n, r_k, uk_t, mk, d, cos_b, sin_b, row_stride, tile_rope, keys.data());
     if (n == 0) continue;
     for (int64_t t = 0; t < n; ++t) {   // the tile's V latents, shared by every query row
       const LatentT* v = cv + b * cv_st[0] + tile_pos[t] * cv_st[1] + gv * cv_st[2];
@@ -327,14 +334,16 @@ int64_t simd_level() { return isa_level(); }
 // The checks and conversions live here, not in Python: at the embedded default a decode step's call is
 // ~20 us of work, and two dozen Python-side shape checks and dtype/layout no-ops cost as much again.
 // q (B, Hq, L, d); ck (B, S, Gk, r_k), cv (B, S, Gv, r_v) any strides, f32/bf16/f16, G 1 (shared)
-// or H_kv; up (H_kv, d, r), mu (H_kv, d); cos, sin (B, 1, S, d) of the latents' positions; valid
+// or H_kv; up (H_kv, d, r), mu (H_kv, d); cos, sin (B, 1, S, d) of the latents' positions, or, with
+// `positions` (B, S) int64 given, (P, d) rows indexed by position (one small table for every batch
+// row and step, instead of B*S rows rebuilt per forward and streamed per call); valid
 // (B, S) bool or empty; own_k, own_v (B, H_kv, 1, d) or empty: a decode step's own token, folded
 // into the softmax; own_cos, own_sin (B, 1, 1, d) or empty: when given, own_k is pre-RoPE and is
 // rotated here. Floating inputs are used as float32. -> [out (B, Hq, L, d), lse (B, Hq, L)]
 std::vector<at::Tensor> latent_attention(at::Tensor q, at::Tensor ck, at::Tensor cv, at::Tensor up_k,
                                          at::Tensor mu_k, at::Tensor up_v, at::Tensor mu_v, at::Tensor cos,
                                          at::Tensor sin, at::Tensor valid, at::Tensor own_k, at::Tensor own_v,
-                                         at::Tensor own_cos, at::Tensor own_sin) {
+                                         at::Tensor own_cos, at::Tensor own_sin, at::Tensor positions) {
   TORCH_CHECK_VALUE(q.dim() == 4 && ck.dim() == 4 && cv.dim() == 4 && up_k.dim() == 3 && up_v.dim() == 3,
                     "q (B, Hq, L, d), latents (B, S, G, r) and decoders (H_kv, d, r) expected");
   const int64_t b = q.size(0), hq = q.size(1), length = q.size(2), d = q.size(3);
@@ -351,8 +360,19 @@ std::vector<at::Tensor> latent_attention(at::Tensor q, at::Tensor ck, at::Tensor
     TORCH_CHECK_VALUE(c.size(0) == b && c.size(1) == s_len && c.size(3) == up.size(2), name, " ", c.sizes(),
                       " does not fit batch ", b, " / ", s_len, " tokens / decoder ", up.sizes());
   }
-  TORCH_CHECK_VALUE(cos.sizes() == at::IntArrayRef({b, 1, s_len, d}) && sin.sizes() == cos.sizes(), "rope_tables ",
-                    cos.sizes(), " must be (B, 1, S, d) of the latents' positions");
+  const bool by_position = positions.numel() > 0;
+  if (by_position) {
+    TORCH_CHECK_VALUE(positions.scalar_type() == at::kLong && positions.sizes() == at::IntArrayRef({b, s_len}),
+                      "positions must be (B, S) int64 of the latents, got ", positions.sizes());
+    TORCH_CHECK_VALUE(cos.dim() == 2 && cos.size(1) == d && sin.sizes() == cos.sizes(), "rope_table ", cos.sizes(),
+                      " must be (P, d) rows indexed by position");
+    const auto range = positions.aminmax();   // every row read must exist
+    TORCH_CHECK_VALUE(std::get<0>(range).item<int64_t>() >= 0 && std::get<1>(range).item<int64_t>() < cos.size(0),
+                      "rope_table has ", cos.size(0), " rows; positions reach ", std::get<1>(range).item<int64_t>());
+  } else {
+    TORCH_CHECK_VALUE(cos.sizes() == at::IntArrayRef({b, 1, s_len, d}) && sin.sizes() == cos.sizes(), "rope_tables ",
+                      cos.sizes(), " must be (B, 1, S, d) of the latents' positions");
+  }
   TORCH_CHECK_VALUE(valid.numel() == 0 || (valid.scalar_type() == at::kBool && valid.sizes() == at::IntArrayRef({b, s_len})),
                     "key_valid must be a (B, S) bool mask");
   const bool fold = own_k.numel() > 0;
@@ -386,7 +406,9 @@ std::vector<at::Tensor> latent_attention(at::Tensor q, at::Tensor ck, at::Tensor
                      cv.data_ptr<scalar_t>(), {cv.stride(0), cv.stride(1), cv.stride(2), cv.stride(3)}, cv.size(2), r_v,
                      s_len, up_k_t.data_ptr<float>(), mu_k.data_ptr<float>(), up_v.data_ptr<float>(),
                      mu_v.data_ptr<float>(), cos.data_ptr<float>(), sin.data_ptr<float>(),
-                     {cos.stride(0), cos.stride(2)},
+                     {cos.stride(0), by_position ? 0 : cos.stride(2)},
+                     by_position ? positions.data_ptr<int64_t>() : nullptr,
+                     {by_position ? positions.stride(0) : 0, by_position ? positions.stride(1) : 0},
                      valid.numel() ? valid.data_ptr<bool>() : nullptr,
                      fold ? own_k.data_ptr<float>() : nullptr,
                      fold ? own_v.data_ptr<float>() : nullptr,

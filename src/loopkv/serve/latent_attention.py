@@ -220,31 +220,35 @@ def rotated_own(own, own_tables):
 
 
 def latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid=None, rope_theta: float = 10000.0,
-                     rope_tables=None, own=None, own_tables=None):
+                     rope_tables=None, own=None, own_tables=None, rope_table=None):
     """The serving path: the fused Triton kernel on CUDA tensors (when triton is installed), the
-    fused C++ kernel on CPU tensors (serve/cpu_latent_attention.py; LOOPKV_CPU_KERNEL, serve/cpu_kernels.py), the tiled
-    torch path otherwise. Same arguments and result as reference_latent_attention, except that
+    fused C++ kernel on CPU tensors (serve/cpu_latent_attention.py; LOOPKV_CPU_KERNEL), the
+    tiled torch path otherwise. Same arguments and result as reference_latent_attention, except that
     `own` = (keys, values, mask) of the new tokens (keys rotated, (B, H_kv, L, d); mask (B, 1, L, L)
     or None = causal) joins the past: the result is attention over past latents and new tokens.
     `own_tables`: (cos, sin) (B, 1, L, d) of the new tokens' positions; when given, own's keys are
     pre-RoPE and are rotated here (inside the CPU kernel when it folds them: a decode step's rotation
-    as separate operations cost as much as the kernel call). A decode step's own token (L = 1, mask
+    as separate operations cost as much as the kernel call). `rope_table`: (cos, sin) (P, d), RoPE
+    rows indexed by position (P above every position), instead of `rope_tables`; the CPU kernel reads
+    it directly, the other paths gather their tables from it. A decode step's own token (L = 1, mask
     None) is folded into the kernel's merge on CUDA and CPU."""
-    if q.is_cuda:
-        from loopkv.serve import triton_latent_attention as fused
-
-        if fused.triton is not None:
-            own = rotated_own(own, own_tables)
-            fold = folds_own(q, own)
-            read = fused.triton_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid,
-                                                 rope_theta, rope_tables, own=own if fold else None)
-            return read if fold else _with_own(q, read, own)
     if q.device.type == "cpu":
         from loopkv.serve import cpu_kernels, cpu_latent_attention as cpu
 
         module = cpu_kernels.extension()
         if module is not None:
             return cpu.cpu_latent_attention(module, q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid,
-                                            rope_theta, rope_tables, own, own_tables)
+                                            rope_theta, rope_tables, own, own_tables, rope_table)
+    if rope_table is not None:
+        rope_tables = tuple(t[positions].unsqueeze(1) for t in rope_table)
+    own = rotated_own(own, own_tables)
+    if q.is_cuda:
+        from loopkv.serve import triton_latent_attention as fused
+
+        if fused.triton is not None:
+            fold = folds_own(q, own)
+            read = fused.triton_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid,
+                                                 rope_theta, rope_tables, own=own if fold else None)
+            return read if fold else _with_own(q, read, own)
     return torch_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid, rope_theta,
-                                  rope_tables=rope_tables, own=rotated_own(own, own_tables))
+                                  rope_tables=rope_tables, own=own)
