@@ -31,13 +31,22 @@ def test_a_killed_builders_lock_is_removed_however_fresh(tmp_path):
         assert not (tmp_path / "lock").exists()
 
 
-def test_a_live_builder_is_waited_for_within_the_limit(tmp_path):
+def _holder(tmp_path, seconds: float, leave_lock: bool = False) -> subprocess.Popen:
+    """Another process holding the directory (building, or killed mid-build with torch's lock file
+    written); returns once it holds it."""
+    lock = f"(Path({str(tmp_path)!r}) / 'lock').write_text(''); " if leave_lock else ""
     holder = subprocess.Popen([sys.executable, "-c", (
         "import sys, time; from pathlib import Path; from loopkv.utils.extensions import exclusive_build_dir\n"
         f"with exclusive_build_dir(Path({str(tmp_path)!r}), 1):\n"
-        "    print('held', flush=True); time.sleep(float(sys.argv[1]))"), "3"], stdout=subprocess.PIPE, text=True)
+        f"    {lock}print('held', flush=True); time.sleep(float(sys.argv[1]))"), str(seconds)],
+        stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_a_live_builder_is_waited_for_within_the_limit(tmp_path):
+    holder = _holder(tmp_path, 3)
     try:
-        assert holder.stdout.readline().strip() == "held"
         with pytest.raises(TimeoutError, match="another process"):
             with exclusive_build_dir(tmp_path, wait_s=0.5):
                 pass
@@ -51,12 +60,7 @@ def test_a_live_builder_is_waited_for_within_the_limit(tmp_path):
 
 
 def test_a_holder_killed_mid_build_releases_the_directory(tmp_path):
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import time; from pathlib import Path; from loopkv.utils.extensions import exclusive_build_dir\n"
-        f"with exclusive_build_dir(Path({str(tmp_path)!r}), 1):\n"
-        "    open(Path({!r}) / 'lock', 'w'); print('held', flush=True); time.sleep(60)".format(str(tmp_path)))],
-        stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline().strip() == "held"
+    holder = _holder(tmp_path, 60, leave_lock=True)
     holder.kill()
     holder.wait()
     with exclusive_build_dir(tmp_path, wait_s=5):

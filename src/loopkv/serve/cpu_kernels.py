@@ -47,8 +47,8 @@ def extension():
         except Exception as e:   # compiler missing, headers missing, ...: say so once, keep serving
             _state["error"] = e
             if mode == "cpp":
-                raise LoopKVError(f"the CPU latent-attention kernel could not be built: {e}") from e
-            log.warning("CPU latent-attention kernel not built (%s: %s); using the tiled torch path",
+                raise LoopKVError(f"the CPU kernels (latent attention, LLA encode) could not be built: {e}") from e
+            log.warning("CPU kernels not built (%s: %s); latent attention and LLA's encode use the torch paths",
                         type(e).__name__, str(e).splitlines()[0] if str(e) else "")
     return _state.get("module")
 

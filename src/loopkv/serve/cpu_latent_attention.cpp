@@ -366,9 +366,16 @@ std::vector<at::Tensor> latent_attention(at::Tensor q, at::Tensor ck, at::Tensor
                       "positions must be (B, S) int64 of the latents, got ", positions.sizes());
     TORCH_CHECK_VALUE(cos.dim() == 2 && cos.size(1) == d && sin.sizes() == cos.sizes(), "rope_table ", cos.sizes(),
                       " must be (P, d) rows indexed by position");
-    const auto range = positions.aminmax();   // every row read must exist
-    TORCH_CHECK_VALUE(std::get<0>(range).item<int64_t>() >= 0 && std::get<1>(range).item<int64_t>() < cos.size(0),
-                      "rope_table has ", cos.size(0), " rows; positions reach ", std::get<1>(range).item<int64_t>());
+    // every row read must exist: one pass over the positions, no tensor operation on the hot path
+    const int64_t* pos = positions.data_ptr<int64_t>();
+    int64_t lowest = 0, highest = 0;
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t s = 0; s < s_len; ++s) {
+        const int64_t p = pos[i * positions.stride(0) + s * positions.stride(1)];
+        lowest = std::min(lowest, p), highest = std::max(highest, p);
+      }
+    TORCH_CHECK_VALUE(lowest >= 0 && highest < cos.size(0), "rope_table has ", cos.size(0),
+                      " rows; positions reach ", lowest < 0 ? lowest : highest);
   } else {
     TORCH_CHECK_VALUE(cos.sizes() == at::IntArrayRef({b, 1, s_len, d}) && sin.sizes() == cos.sizes(), "rope_tables ",
                       cos.sizes(), " must be (B, 1, S, d) of the latents' positions");
