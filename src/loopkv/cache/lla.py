@@ -25,6 +25,7 @@ import torch
 
 from loopkv.cache.base import LoopCache, attention, concat
 from loopkv.cache.latent_codec import LAYOUTS, LatentCodec, model_sizes
+from loopkv.serve import cpu_kernels
 from loopkv.serve.latent_attention import latent_attention
 
 READ_PATHS = ("latent", "full", "fused")
@@ -57,8 +58,9 @@ class LLACache(LoopCache):
         # on the codec's device: a CPU index into CUDA weights would copy it over at every call
         self._rows = [codec.loop_rows(t).to(codec.mu_k.device) for t in range(T)]
         self._traced_latents: dict[int, tuple] = {}   # layer -> (trace, latents) for reconstruct()
-        self._decoders: dict[tuple, tuple] = {}        # (kind, layer, loop) -> decoder rows (fused reads)
+        self._decoders: dict[tuple, tuple] = {}        # decoder rows per (kind, layer, loop); encoders per layer
         self._codec_version: tuple = ()
+        self._cpu_module = None
         self._position_rows = 0   # 1 + the largest cached position: the rows a RoPE table needs
         # (B, H, L, T, dh) -> the layer's group axes first, then (batch, token), then the codec's
         # concatenated axes in its order: a reshape then gives (G, B*L, width)
@@ -108,24 +110,40 @@ class LLACache(LoopCache):
     def begin_forward(self, positions):
         super().begin_forward(positions)
         self._codec_version = self._current_codec_version()   # weights change between forwards only
+        # the CPU kernels (built at first use), resolved once per forward rather than per encode
+        self._cpu_module = cpu_kernels.extension() if positions.device.type == "cpu" else None
 
     def _current_codec_version(self) -> tuple:
         return tuple((p._version, p.data_ptr()) for kind in ("k", "v") for p in self.codec.params(kind))
 
     def loop_decoder(self, kind: str, layer: int, loop: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(up (H_kv, d_head, r), mu (H_kv, d_head)): the rows of `layer`'s decoder that give `loop`.
-        Gathered once per decode, not per call; a codec updated in place (training) is re-gathered
-        (its version is read once per forward)."""
-        key = (kind, layer, loop)
-        version = self._codec_version if self._new_positions is not None else self._current_codec_version()
-        hit = self._decoders.get(key)
-        if hit is None or hit[0] != version:   # the codec's parameters are read only then (Module getattr is slow)
+        Gathered once per decode, not per call."""
+        def gather():
             mu, _, up = self.codec.params(kind)
             groups, rows = self._groups(layer), self._rows[loop]
             rows_up, rows_mu = up[groups][:, rows].detach(), mu[groups][:, rows].detach()
-            hit = self._decoders[key] = (version, rows_up.reshape(self.num_kv_heads, self.head_dim, up.shape[-1]),
-                                         rows_mu.reshape(self.num_kv_heads, self.head_dim))
-        return hit[1], hit[2]
+            return (rows_up.reshape(self.num_kv_heads, self.head_dim, up.shape[-1]),
+                    rows_mu.reshape(self.num_kv_heads, self.head_dim))
+        return self._gathered((kind, layer, loop), gather)
+
+    def _encoder(self, layer: int) -> tuple[torch.Tensor, ...]:
+        """(mu_k, down_k, mu_v, down_v) of `layer`'s groups, detached: the serving encode's operands."""
+        def gather():
+            (mu_k, down_k, _), (mu_v, down_v, _) = self.codec.params("k"), self.codec.params("v")
+            groups = self._groups(layer)
+            return tuple(p[groups].detach() for p in (mu_k, down_k, mu_v, down_v))
+        return self._gathered(("encoder", layer), gather)
+
+    def _gathered(self, key: tuple, gather):
+        """gather() of codec rows, kept until the codec changes: the codec's parameters are read only
+        then (Module getattr and slicing cost more than a decode step's arithmetic). A codec updated in
+        place (training) is re-gathered; its version is read once per forward."""
+        version = self._codec_version if self._new_positions is not None else self._current_codec_version()
+        hit = self._decoders.get(key)
+        if hit is None or hit[0] != version:
+            hit = self._decoders[key] = (version, gather())
+        return hit[1]
 
     def stored(self, kind: str, layer: int) -> torch.Tensor | None:
         """A layer's stored latents as (B, S, groups, r) (a view), or None before the first forward."""
@@ -166,16 +184,14 @@ class LLACache(LoopCache):
         the store's layout: c = (x - mu) W_down as one batched matmul over the layer's groups. Serving
         on CPU runs the same operations in one C++ call (serve/cpu_latent_encode.cpp); training
         (gradients to the codec) runs them here."""
+        if k_loops[0].device.type == "cpu" and not (torch.is_grad_enabled() and self.codec.down_k.requires_grad):
+            module = self._cpu_module if self._new_positions is not None else cpu_kernels.extension()
+            if module is not None:
+                return dict(zip(("k", "v"), module.encode_latents(k_loops, v_loops, *self._encoder(layer),
+                                                                  self._group_major)))
         groups = self._groups(layer)
         (mu_k, down_k, _), (mu_v, down_v, _) = self.codec.params("k"), self.codec.params("v")
         mu_k, down_k, mu_v, down_v = mu_k[groups], down_k[groups], mu_v[groups], down_v[groups]
-        if k_loops[0].device.type == "cpu" and not (torch.is_grad_enabled() and down_k.requires_grad):
-            from loopkv.serve import cpu_kernels
-
-            module = cpu_kernels.extension()
-            if module is not None:
-                return dict(zip(("k", "v"), module.encode_latents(k_loops, v_loops, mu_k, down_k, mu_v, down_v,
-                                                                  self._group_major)))
         return {"k": self._latent(k_loops, mu_k, down_k), "v": self._latent(v_loops, mu_v, down_v)}
 
     def _latent(self, loops: list[torch.Tensor], mu: torch.Tensor, down: torch.Tensor) -> torch.Tensor:
