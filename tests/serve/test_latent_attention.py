@@ -14,6 +14,8 @@ SHAPES = [
     (2, 4, 2, 2, 3, 50, 32, 12, 20),     # grouped query heads, several queries
     (1, 4, 4, 1, 1, 70, 16, 30, 50),     # LLA-2D: one latent shared by all heads
     (3, 2, 2, 2, 2, 17, 64, 96, 160),    # Ouro's 96/160 ranks at d = 64
+    (2, 4, 4, 4, 1, 45, 32, 24, 40),     # the embedded default's decode: one query per head, a partial tile
+    (1, 2, 2, 2, 1, 21, 128, 12, 20),    # one query per head at d = 128: several 16-dim slices per half
 ]
 
 

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <limits>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -39,11 +40,12 @@ __attribute__((always_inline)) inline void gather(const c10::BFloat16* src, int6
   }
 }
 
-// A row's cache lines, towards L2 (every line it touches, unaligned rows included)
-inline void prefetch_bytes(const void* row, int64_t bytes) {
+// A row's cache lines (every line it touches, unaligned rows included); locality 2: towards L2, 3: L1
+template <int Locality>
+inline void prefetch_lines(const void* row, int64_t bytes) {
   const char* p = static_cast<const char*>(row);
-  for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 2);
-  __builtin_prefetch(p + bytes - 1, 0, 2);
+  for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, Locality);
+  __builtin_prefetch(p + bytes - 1, 0, Locality);
 }
 
 // Everything a task reads; shapes and strides as checked by the Python wrapper.
@@ -55,7 +57,7 @@ struct Args {
   int64_t ck_st[4], k_groups, r_k;
   const LatentT* cv;
   int64_t cv_st[4], v_groups, r_v, s_len;
-  const float *up_k_t, *mu_k, *up_v, *mu_v;   // up_k_t: K's decoder transposed, (H_kv, r_k, d)
+  const float *up_k_t, *mu_k, *up_v_t, *mu_v;   // the decoders transposed, (H_kv, r, d)
   const float *cos, *sin;     // rope_st: strides (batch, token); the last dim contiguous
   int64_t rope_st[2];
   const int64_t* rope_rows;   // null, or the keys' positions (strides rows_st): cos/sin rows indexed by them
@@ -183,6 +185,75 @@ __attribute__((always_inline)) inline void rebuild_rotated_keys(const float* c, 
   }
 }
 
+// 16 vectors -> their 16 lane sums, in order, as one vector: a transpose tree of 15 adds, where a
+// horizontal sum per vector cost ~10 operations each
+__attribute__((always_inline)) inline v16 lane_sums16(const v16* x) {
+  v16 y[8], z[4], w[2];
+  for (int i = 0; i < 8; ++i)
+    y[i] = __builtin_shufflevector(x[2 * i], x[2 * i + 1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+           __builtin_shufflevector(x[2 * i], x[2 * i + 1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  for (int i = 0; i < 4; ++i)
+    z[i] = __builtin_shufflevector(y[2 * i], y[2 * i + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
+           __builtin_shufflevector(y[2 * i], y[2 * i + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+  for (int i = 0; i < 2; ++i)
+    w[i] = __builtin_shufflevector(z[2 * i], z[2 * i + 1], 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29) +
+           __builtin_shufflevector(z[2 * i], z[2 * i + 1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
+  return __builtin_shufflevector(w[0], w[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
+         __builtin_shufflevector(w[0], w[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+}
+
+// 16 dims of both halves of q . R(p) a, lane-wise (cs, sn: the key's cos/sin rows at the first half's dims).
+// A function, not a lambda: a lambda is not inlined into the per-ISA copies, and 64-byte vectors
+// passed to it by value cross an ABI boundary between them.
+__attribute__((always_inline)) inline v16 rotated_dot(v16 a1, v16 a2, v16 q1, v16 q2, const float* cs,
+                                                      const float* sn, int64_t half) {
+  return a1 * (q1 * load16(cs) + q2 * load16(sn + half)) + a2 * (q2 * load16(cs + half) - q1 * load16(sn));
+}
+
+// One query's scores against a tile's keys without building them (d a multiple of 32): with
+// a = mu + U c the key's pre-RoPE value, q . R(p) a = a_1 . (q_1 cos_1 + q_2 sin_2) + a_2 . (q_2 cos_2 -
+// q_1 sin_1) over the two halves; each key's 16-lane partial sums are reduced together at the end.
+// A decode step has one query per head: building, rotating, storing and re-reading its keys cost as
+// much again as their rebuild.
+__attribute__((always_inline)) inline void score_one_query(const float* c, int64_t n, int64_t r_k, const float* ukt,
+                                                           const float* mu, int64_t d, const float* cos,
+                                                           const float* sin, int64_t pos_stride, const int64_t* pos,
+                                                           const float* q, float* score) {
+  const int64_t half = d / 2;
+  v16 x[16];
+  for (int t = 0; t < 16; ++t) x[t] = v16{};
+  for (int64_t j0 = 0; j0 < half; j0 += 16) {
+    const v16 mu1 = load16(mu + j0), mu2 = load16(mu + j0 + half);
+    const v16 q1 = load16(q + j0), q2 = load16(q + j0 + half);
+    int64_t t = 0;
+    for (; t + 4 <= n; t += 4) {   // four keys: 8 independent accumulators, each decoder row loaded once
+      v16 a1[4], a2[4];
+      for (int u = 0; u < 4; ++u) { a1[u] = mu1; a2[u] = mu2; }
+      for (int64_t r = 0; r < r_k; ++r) {
+        const v16 u1 = load16(ukt + r * d + j0), u2 = load16(ukt + r * d + j0 + half);
+        for (int u = 0; u < 4; ++u) {
+          const float cr = c[(t + u) * r_k + r];
+          a1[u] += cr * u1;
+          a2[u] += cr * u2;
+        }
+      }
+      for (int u = 0; u < 4; ++u)
+        x[t + u] += rotated_dot(a1[u], a2[u], q1, q2, cos + pos[t + u] * pos_stride + j0,
+                                sin + pos[t + u] * pos_stride + j0, half);
+    }
+    for (; t < n; ++t) {
+      v16 a1 = mu1, a2 = mu2;
+      for (int64_t r = 0; r < r_k; ++r) {
+        const float cr = c[t * r_k + r];
+        a1 += cr * load16(ukt + r * d + j0);
+        a2 += cr * load16(ukt + r * d + j0 + half);
+      }
+      x[t] += rotated_dot(a1, a2, q1, q2, cos + pos[t] * pos_stride + j0, sin + pos[t] * pos_stride + j0, half);
+    }
+  }
+  store16(score, lane_sums16(x));
+}
+
 // One (batch, KV head) task; always inlined into per-ISA copies below. While it runs, the latent rows
 // of the same thread's next task (next_b, next_h; -1: none) are prefetched, one tile's rows per tile:
 // once a layer's store outgrows L2, loading them on demand stalled ~20% of the kernel (batch 32 here).
@@ -193,7 +264,7 @@ __attribute__((always_inline)) inline void head_task(const Args<LatentT>& A, int
   const int64_t hq = A.hq, group = A.group, length = A.length, d = A.d, r_k = A.r_k, r_v = A.r_v, s_len = A.s_len;
   const int64_t *ck_st = A.ck_st, *cv_st = A.cv_st, *rope_st = A.rope_st;
   const LatentT *ck = A.ck, *cv = A.cv;
-  const float *mu_k = A.mu_k, *up_v = A.up_v, *mu_v = A.mu_v, *cos = A.cos, *sin = A.sin;
+  const float *mu_k = A.mu_k, *mu_v = A.mu_v, *cos = A.cos, *sin = A.sin;
   const bool* valid = A.valid;
   const float *own_k = A.own_k, *own_v = A.own_v, *own_cos = A.own_cos, *own_sin = A.own_sin;
   float *out = A.out, *lse = A.lse;
@@ -212,6 +283,8 @@ __attribute__((always_inline)) inline void head_task(const Args<LatentT>& A, int
   const float* mk = mu_k + h * d;
   // keys are rebuilt a tile at a time (latents gathered and converted to float once)
   constexpr int64_t kTile = 16;
+  const bool one_query = rows == 1 && d % 32 == 0;   // a decode step: scores without the keys (score_one_query)
+  const bool in_place = std::is_same<LatentT, float>::value && ck_st[3] == 1 && ck_st[1] == r_k;
   std::vector<float> c_tile(kTile * r_k), keys(kTile * d), cv_tile(kTile * rv_pad, 0.0f);   // padding stays 0
   int64_t tile_pos[kTile], tile_rope[kTile];
   // a key's RoPE row: its position in a (P, d) table, or its slot in the (B, 1, S, d) tables
@@ -219,26 +292,45 @@ __attribute__((always_inline)) inline void head_task(const Args<LatentT>& A, int
   const float* sin_b = A.rope_rows ? sin : sin + b * rope_st[0];
   const int64_t row_stride = A.rope_rows ? d : rope_st[1];
   const int64_t* rope_rows = A.rope_rows ? A.rope_rows + b * A.rows_st[0] : nullptr;
-  const bool prefetch = next_b >= 0 && ck_st[3] == 1 && cv_st[3] == 1;   // rows of unit stride (the stores')
+  const bool prefetch_rows = ck_st[3] == 1 && cv_st[3] == 1;   // rows of unit stride (the stores')
+  const bool prefetch = next_b >= 0 && prefetch_rows;
   const LatentT* next_k = !prefetch ? nullptr : ck + next_b * ck_st[0] + (A.k_groups == 1 ? 0 : next_h) * ck_st[2];
   const LatentT* next_v = !prefetch ? nullptr : cv + next_b * cv_st[0] + (A.v_groups == 1 ? 0 : next_h) * cv_st[2];
+  const LatentT* this_k = !prefetch_rows ? nullptr : ck + b * ck_st[0] + gk * ck_st[2];
+  const LatentT* this_v = !prefetch_rows ? nullptr : cv + b * cv_st[0] + gv * cv_st[2];
   const int64_t k_row_bytes = r_k * sizeof(LatentT), v_row_bytes = r_v * sizeof(LatentT);
   for (int64_t s0 = 0; s0 < s_len; s0 += kTile) {
     if (next_k != nullptr)
       for (int64_t s = s0; s < std::min(s0 + kTile, s_len); ++s) {
-        prefetch_bytes(next_k + s * ck_st[1], k_row_bytes);
-        prefetch_bytes(next_v + s * cv_st[1], v_row_bytes);
+        prefetch_lines<2>(next_k + s * ck_st[1], k_row_bytes);
+        prefetch_lines<2>(next_v + s * cv_st[1], v_row_bytes);
+      }
+    if (this_k != nullptr)   // and this task's next tile, on towards L1 (L2 alone left the tile copies waiting)
+      for (int64_t s = s0 + kTile; s < std::min(s0 + 2 * kTile, s_len); ++s) {
+        prefetch_lines<3>(this_k + s * ck_st[1], k_row_bytes);
+        prefetch_lines<3>(this_v + s * cv_st[1], v_row_bytes);
       }
     int64_t n = 0;
     for (int64_t s = s0; s < std::min(s0 + kTile, s_len); ++s) {
       if (valid != nullptr && !valid[b * s_len + s]) continue;
-      const LatentT* c = ck + b * ck_st[0] + s * ck_st[1] + gk * ck_st[2];
-      gather(c, ck_st[3], r_k, c_tile.data() + n * r_k);
       tile_rope[n] = rope_rows ? rope_rows[s * A.rows_st[1]] : s;
       tile_pos[n++] = s;
     }
-    rebuild_rotated_keys(c_tile.data(), n, r_k, uk_t, mk, d, cos_b, sin_b, row_stride, tile_rope, keys.data());
     if (n == 0) continue;
+    // float32 rows laid end to end with no key masked out are read in place (the store's layout);
+    // otherwise gathered and converted into the tile
+    const LatentT* k_rows = ck + b * ck_st[0] + s0 * ck_st[1] + gk * ck_st[2];
+    const float* c_keys = in_place && tile_pos[n - 1] - s0 == n - 1 ? reinterpret_cast<const float*>(k_rows) : nullptr;
+    if (c_keys == nullptr) {
+      for (int64_t t = 0; t < n; ++t)
+        gather(ck + b * ck_st[0] + tile_pos[t] * ck_st[1] + gk * ck_st[2], ck_st[3], r_k, c_tile.data() + t * r_k);
+      c_keys = c_tile.data();
+    }
+    alignas(64) float tile_scores[kTile];
+    if (one_query)
+      score_one_query(c_keys, n, r_k, uk_t, mk, d, cos_b, sin_b, row_stride, tile_rope, queries.data(), tile_scores);
+    else
+      rebuild_rotated_keys(c_keys, n, r_k, uk_t, mk, d, cos_b, sin_b, row_stride, tile_rope, keys.data());
     for (int64_t t = 0; t < n; ++t) {   // the tile's V latents, shared by every query row
       const LatentT* v = cv + b * cv_st[0] + tile_pos[t] * cv_st[1] + gv * cv_st[2];
       gather(v, cv_st[3], r_v, cv_tile.data() + t * rv_pad);
@@ -250,7 +342,7 @@ __attribute__((always_inline)) inline void head_task(const Args<LatentT>& A, int
       alignas(64) float score[kTile], p[kTile];
       float top = m[row];
       for (int64_t t = 0; t < n; ++t) {
-        score[t] = dot(qr, keys.data() + t * d, d);
+        score[t] = one_query ? tile_scores[t] : dot(qr, keys.data() + t * d, d);
         top = std::max(top, score[t]);
       }
       for (int64_t t = n; t < kTile; ++t) score[t] = top;
@@ -274,7 +366,7 @@ __attribute__((always_inline)) inline void head_task(const Args<LatentT>& A, int
       }
     }
   }
-  const float* uv = up_v + h * d * r_v;
+  const float* uv_t = A.up_v_t + h * r_v * d;   // V's decoder transposed: the decode runs along d
   const float* mv = mu_v + h * d;
   for (int64_t row = 0; row < rows; ++row) {
     const int64_t g = row / length, i = row % length;
@@ -305,13 +397,13 @@ __attribute__((always_inline)) inline void head_task(const Args<LatentT>& A, int
     }
     // past part: (sum_s p_s c_v,s) U_v^T + (sum_s p_s) mu_v, then normalised
     const float inv = 1.0f / std::max(total, 1e-30f);
-    for (int64_t j = 0; j < d; ++j) {
-      float x = 0.0f;
-      const float* u = uv + j * r_v;
-#pragma omp simd reduction(+ : x)
-      for (int64_t r = 0; r < r_v; ++r) x += a[r] * u[r];
-      o[j] = past_weight * (x + l[row] * mv[j]) * inv;
+    for (int64_t j = 0; j < d; ++j) o[j] = l[row] * mv[j];
+    for (int64_t r = 0; r < r_v; ++r) {
+      const float ar = a[r];
+      const float* u = uv_t + r * d;
+      for (int64_t j = 0; j < d; ++j) o[j] += ar * u[j];
     }
+    for (int64_t j = 0; j < d; ++j) o[j] *= past_weight * inv;
     if (own_k != nullptr) {
       const float* ov = own_v + (b * (hq / group) + h) * d;
       for (int64_t j = 0; j < d; ++j) o[j] += own_weight * ov[j] * inv;
@@ -424,7 +516,7 @@ std::vector<at::Tensor> latent_attention(at::Tensor q, at::Tensor ck, at::Tensor
   auto out = at::empty({b, hq, length, d}, q.options());
   auto lse = at::empty({b, hq, length}, q.options());
   // once per call, not per (batch, head) task: transposing in every task cost ~6% of the kernel
-  const auto up_k_t = up_k.transpose(1, 2).contiguous();
+  const auto up_k_t = up_k.transpose(1, 2).contiguous(), up_v_t = up_v.transpose(1, 2).contiguous();
   // tasks of at least ~64k multiply-adds before a thread is worth waking
   const int64_t per_task = std::max<int64_t>(1, s_len * (d * r_k + r_v));
   const int64_t grain = std::max<int64_t>(1, 65536 / per_task);
@@ -434,7 +526,7 @@ std::vector<at::Tensor> latent_attention(at::Tensor q, at::Tensor ck, at::Tensor
     Args<scalar_t> A{q.data_ptr<float>(), hq, group, length, d,
                      ck.data_ptr<scalar_t>(), {ck.stride(0), ck.stride(1), ck.stride(2), ck.stride(3)}, ck.size(2), r_k,
                      cv.data_ptr<scalar_t>(), {cv.stride(0), cv.stride(1), cv.stride(2), cv.stride(3)}, cv.size(2), r_v,
-                     s_len, up_k_t.data_ptr<float>(), mu_k.data_ptr<float>(), up_v.data_ptr<float>(),
+                     s_len, up_k_t.data_ptr<float>(), mu_k.data_ptr<float>(), up_v_t.data_ptr<float>(),
                      mu_v.data_ptr<float>(), cos.data_ptr<float>(), sin.data_ptr<float>(),
                      {cos.stride(0), by_position ? 0 : cos.stride(2)},
                      by_position ? positions.data_ptr<int64_t>() : nullptr,
