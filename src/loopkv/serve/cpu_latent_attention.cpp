@@ -121,6 +121,25 @@ inline v16 exp16(v16 x) {
   return underflow ? v16{} : y;
 }
 
+// U keys' pre-RoPE values over one 16-dim slice of both halves, a = mu + U c: 2U independent
+// accumulators in registers, each decoder row loaded once for the U keys. c: the keys' latents
+// (rows of r_k); ukt: the decoder transposed, at the slice's first dim.
+template <int U>
+__attribute__((always_inline)) inline void decode_keys(const float* c, int64_t r_k, const float* ukt, int64_t d,
+                                                       int64_t half, v16 mu1, v16 mu2, v16* a1, v16* a2) {
+  v16 x1[U], x2[U];   // local, so they stay in registers; written out once
+  for (int u = 0; u < U; ++u) { x1[u] = mu1; x2[u] = mu2; }
+  for (int64_t r = 0; r < r_k; ++r) {
+    const v16 u1 = load16(ukt + r * d), u2 = load16(ukt + r * d + half);
+    for (int u = 0; u < U; ++u) {
+      const float cr = c[u * r_k + r];
+      x1[u] += cr * u1;
+      x2[u] += cr * u2;
+    }
+  }
+  for (int u = 0; u < U; ++u) { a1[u] = x1[u]; a2[u] = x2[u]; }
+}
+
 // Rotated keys of a tile: key_t = R(p_t) (mu + U c_t), U given transposed (r_k, d); cos/sin rows of
 // rows `pos[t]` of the tables (row stride `pos_stride`, dims contiguous); rotate-half RoPE.
 __attribute__((always_inline)) inline void rebuild_rotated_keys(const float* c, int64_t n, int64_t r_k,
@@ -129,41 +148,19 @@ __attribute__((always_inline)) inline void rebuild_rotated_keys(const float* c, 
                                                                 int64_t pos_stride, const int64_t* pos, float* keys) {
   const int64_t half = d / 2;
   if (half % 16 == 0) {
-    // four keys at a time, both halves of a 16-dim slice: 8 independent accumulators in registers,
-    // each decoder row loaded once for the four keys
     for (int64_t j0 = 0; j0 < half; j0 += 16) {
       const v16 mu1 = load16(mu + j0), mu2 = load16(mu + j0 + half);
-      int64_t t = 0;
-      for (; t + 4 <= n; t += 4) {
+      for (int64_t t = 0; t < n;) {
+        const int u_keys = t + 4 <= n ? 4 : 1;   // four keys at a time, then one by one
         v16 a1[4], a2[4];
-        for (int u = 0; u < 4; ++u) { a1[u] = mu1; a2[u] = mu2; }
-        for (int64_t r = 0; r < r_k; ++r) {
-          const v16 u1 = load16(ukt + r * d + j0), u2 = load16(ukt + r * d + j0 + half);
-          for (int u = 0; u < 4; ++u) {
-            const float cr = c[(t + u) * r_k + r];
-            a1[u] += cr * u1;
-            a2[u] += cr * u2;
-          }
+        if (u_keys == 4) decode_keys<4>(c + t * r_k, r_k, ukt + j0, d, half, mu1, mu2, a1, a2);
+        else decode_keys<1>(c + t * r_k, r_k, ukt + j0, d, half, mu1, mu2, a1, a2);
+        for (int u = 0; u < u_keys; ++u, ++t) {
+          const float* cs = cos + pos[t] * pos_stride;
+          const float* sn = sin + pos[t] * pos_stride;
+          store16(keys + t * d + j0, a1[u] * load16(cs + j0) - a2[u] * load16(sn + j0));
+          store16(keys + t * d + j0 + half, a2[u] * load16(cs + j0 + half) + a1[u] * load16(sn + j0 + half));
         }
-        for (int u = 0; u < 4; ++u) {
-          const float* cs = cos + pos[t + u] * pos_stride;
-          const float* sn = sin + pos[t + u] * pos_stride;
-          float* key = keys + (t + u) * d;
-          store16(key + j0, a1[u] * load16(cs + j0) - a2[u] * load16(sn + j0));
-          store16(key + j0 + half, a2[u] * load16(cs + j0 + half) + a1[u] * load16(sn + j0 + half));
-        }
-      }
-      for (; t < n; ++t) {
-        v16 a1 = mu1, a2 = mu2;
-        for (int64_t r = 0; r < r_k; ++r) {
-          const float cr = c[t * r_k + r];
-          a1 += cr * load16(ukt + r * d + j0);
-          a2 += cr * load16(ukt + r * d + j0 + half);
-        }
-        const float* cs = cos + pos[t] * pos_stride;
-        const float* sn = sin + pos[t] * pos_stride;
-        store16(keys + t * d + j0, a1 * load16(cs + j0) - a2 * load16(sn + j0));
-        store16(keys + t * d + j0 + half, a2 * load16(cs + j0 + half) + a1 * load16(sn + j0 + half));
       }
     }
     return;
@@ -225,30 +222,13 @@ __attribute__((always_inline)) inline void score_one_query(const float* c, int64
   for (int64_t j0 = 0; j0 < half; j0 += 16) {
     const v16 mu1 = load16(mu + j0), mu2 = load16(mu + j0 + half);
     const v16 q1 = load16(q + j0), q2 = load16(q + j0 + half);
-    int64_t t = 0;
-    for (; t + 4 <= n; t += 4) {   // four keys: 8 independent accumulators, each decoder row loaded once
+    for (int64_t t = 0; t < n;) {
+      const int u_keys = t + 4 <= n ? 4 : 1;
       v16 a1[4], a2[4];
-      for (int u = 0; u < 4; ++u) { a1[u] = mu1; a2[u] = mu2; }
-      for (int64_t r = 0; r < r_k; ++r) {
-        const v16 u1 = load16(ukt + r * d + j0), u2 = load16(ukt + r * d + j0 + half);
-        for (int u = 0; u < 4; ++u) {
-          const float cr = c[(t + u) * r_k + r];
-          a1[u] += cr * u1;
-          a2[u] += cr * u2;
-        }
-      }
-      for (int u = 0; u < 4; ++u)
-        x[t + u] += rotated_dot(a1[u], a2[u], q1, q2, cos + pos[t + u] * pos_stride + j0,
-                                sin + pos[t + u] * pos_stride + j0, half);
-    }
-    for (; t < n; ++t) {
-      v16 a1 = mu1, a2 = mu2;
-      for (int64_t r = 0; r < r_k; ++r) {
-        const float cr = c[t * r_k + r];
-        a1 += cr * load16(ukt + r * d + j0);
-        a2 += cr * load16(ukt + r * d + j0 + half);
-      }
-      x[t] += rotated_dot(a1, a2, q1, q2, cos + pos[t] * pos_stride + j0, sin + pos[t] * pos_stride + j0, half);
+      if (u_keys == 4) decode_keys<4>(c + t * r_k, r_k, ukt + j0, d, half, mu1, mu2, a1, a2);
+      else decode_keys<1>(c + t * r_k, r_k, ukt + j0, d, half, mu1, mu2, a1, a2);
+      for (int u = 0; u < u_keys; ++u, ++t)
+        x[t] += rotated_dot(a1[u], a2[u], q1, q2, cos + pos[t] * pos_stride + j0, sin + pos[t] * pos_stride + j0, half);
     }
   }
   store16(score, lane_sums16(x));
