@@ -61,6 +61,8 @@ class LLACache(LoopCache):
         self._decoders: dict[tuple, tuple] = {}        # decoder rows per (kind, layer, loop); encoders per layer
         self._codec_version: tuple = ()
         self._cpu_module = None
+        self._read_memo: tuple | None = None           # a forward's fused-read inputs (_read_inputs)
+        self._forward_decoders: dict[tuple, tuple] = {}   # a forward's decoder rows per (layer, loop)
         self._position_rows = 0   # 1 + the largest cached position: the rows a RoPE table needs
         # (B, H, L, T, dh) -> the layer's group axes first, then (batch, token), then the codec's
         # concatenated axes in its order: a reshape then gives (G, B*L, width)
@@ -97,21 +99,43 @@ class LLACache(LoopCache):
         if past_k is None:
             return attention(q, self.rope(positions, k), v, mask)
         past = past_k.shape[1]
-        # past tokens precede every new one: their validity is the same for all queries (padding only)
-        key_valid = None if mask is None else mask[:, 0, -1, :past]
         # a decode step's token always sees itself: no mask among the new tokens
         own_mask = None if mask is None or q.shape[2] == 1 else mask[..., past:]
-        out, _ = latent_attention(q, past_k, past_v, *self.loop_decoder("k", layer, loop),
-                                  *self.loop_decoder("v", layer, loop), self.positions, key_valid, self.rotary.theta,
-                                  own=(k, v, own_mask), own_tables=self.rope_tables(positions, k.dtype),
-                                  rope_table=self.rope_table(self._position_rows, k.device))
-        return out.to(q.dtype)
+        key_valid, own_tables, rope_table = self._read_inputs(positions, mask, past, k)
+        out, _ = latent_attention(q, past_k, past_v, *self._loop_decoders(layer, loop), self.positions, key_valid,
+                                  self.rotary.theta, own=(k, v, own_mask), own_tables=own_tables,
+                                  rope_table=rope_table, cpu_module=self._cpu_module)
+        return out if out.dtype == q.dtype else out.to(q.dtype)
+
+    def _read_inputs(self, positions, mask, past: int, k):
+        """(key_valid, own_tables, rope_table) of a fused read: the same for the T*D calls of one
+        forward, so built at its first call (at the embedded default, slicing and looking them up per
+        call cost ~20 us of a ~100 us call). Past tokens precede every new one: their validity is the
+        same for all queries (padding only), and None when every one is valid."""
+        memo = self._read_memo
+        if memo is None or memo[0] is not positions or memo[1] is not mask or memo[2] != past:
+            key_valid = None if mask is None else mask[:, 0, -1, :past]
+            if key_valid is not None and not key_valid.is_meta and bool(key_valid.all()):   # meta: probes
+                key_valid = None
+            memo = self._read_memo = (positions, mask, past, key_valid, self.rope_tables(positions, k.dtype),
+                                      self.rope_table(self._position_rows, k.device))
+        return memo[3:]
+
+    def _loop_decoders(self, layer: int, loop: int) -> tuple[torch.Tensor, ...]:
+        """(up_k, mu_k, up_v, mu_v) of `loop` at `layer` (loop_decoder of both kinds), per forward."""
+        key = (layer, loop)
+        hit = self._forward_decoders.get(key)
+        if hit is None:
+            hit = self._forward_decoders[key] = (*self.loop_decoder("k", layer, loop),
+                                                 *self.loop_decoder("v", layer, loop))
+        return hit
 
     def begin_forward(self, positions):
         super().begin_forward(positions)
         self._codec_version = self._current_codec_version()   # weights change between forwards only
-        # the CPU kernels (built at first use), resolved once per forward rather than per encode
+        # the CPU kernels (built at first use), resolved once per forward rather than per call
         self._cpu_module = cpu_kernels.extension() if positions.device.type == "cpu" else None
+        self._read_memo, self._forward_decoders = None, {}
 
     def _current_codec_version(self) -> tuple:
         return tuple((p._version, p.data_ptr()) for kind in ("k", "v") for p in self.codec.params(kind))

@@ -220,7 +220,7 @@ def rotated_own(own, own_tables):
 
 
 def latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid=None, rope_theta: float = 10000.0,
-                     rope_tables=None, own=None, own_tables=None, rope_table=None):
+                     rope_tables=None, own=None, own_tables=None, rope_table=None, cpu_module=None):
     """The serving path: the fused Triton kernel on CUDA tensors (when triton is installed), the
     fused C++ kernel on CPU tensors (serve/cpu_latent_attention.py; LOOPKV_CPU_KERNEL), the
     tiled torch path otherwise. Same arguments and result as reference_latent_attention, except that
@@ -231,11 +231,12 @@ def latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid=Non
     as separate operations cost as much as the kernel call). `rope_table`: (cos, sin) (P, d), RoPE
     rows indexed by position (P above every position), instead of `rope_tables`; the CPU kernel reads
     it directly, the other paths gather their tables from it. A decode step's own token (L = 1, mask
-    None) is folded into the kernel's merge on CUDA and CPU."""
+    None) is folded into the kernel's merge on CUDA and CPU. `cpu_module`: the CPU kernels when the
+    caller already resolved them (a cache does, once per forward); otherwise they are looked up here."""
     if q.device.type == "cpu":
         from loopkv.serve import cpu_kernels, cpu_latent_attention as cpu
 
-        module = cpu_kernels.extension()
+        module = cpu_module if cpu_module is not None else cpu_kernels.extension()
         if module is not None:
             return cpu.cpu_latent_attention(module, q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid,
                                             rope_theta, rope_tables, own, own_tables, rope_table)
