@@ -45,14 +45,17 @@ def main() -> None:
         print(f"{r['scale']:10} {r['method']:6} {r['budget'] + ' ' + (r['read_path'] or ''):14} "
               f"{r['bytes_per_token']:>12} {r['compression']:>10.2f}x {r['capacity_max_batch']:>9} "
               f"{r['capacity_ratio']:>13.2f}x {'yes' if ok else 'NO':>8}")
-    print(f"\n{'method':18} {'batch':>5} {'ms/step':>8} {'tokens/s':>9} {'throughput vs teacher':>22} {'peak MiB':>9}")
+    print(f"\n{'method':18} {'batch':>5} {'ms/step':>8} {'tokens/s':>9} {'throughput vs teacher':>22} "
+          f"{'rounds lo-hi':>12} {'peak MiB':>9}")
     for r in result["latency"]:
         peak = f"{r['peak_bytes'] / 2**20:9.0f}" if r["peak_bytes"] is not None else f"{'-':>9}"
+        low, high = r["throughput_ratio_range"]
         print(f"{r['method']:18} {r['batch']:>5} {r['decode_ms_per_token']:>8.2f} {r['tokens_per_s']:>9.1f} "
-              f"{r['throughput_ratio_to_reference']:>21.2f}x {peak}")
+              f"{r['throughput_ratio_to_reference']:>21.2f}x {f'{low:.2f}-{high:.2f}':>12} {peak}")
     fused = [r for r in result["latency"] if r["method"].endswith("fused")]
-    print("\nLLA fused (latent-store) throughput / teacher at equal batch: "
-          + ", ".join(f"batch {r['batch']}: {r['throughput_ratio_to_reference']:.2f}x" for r in fused)
+    print("\nLLA fused (latent-store) throughput / teacher at equal batch (paired median, rounds' range): "
+          + ", ".join(f"batch {r['batch']}: {r['throughput_ratio_to_reference']:.2f}x "
+                      f"({r['throughput_ratio_range'][0]:.2f}-{r['throughput_ratio_range'][1]:.2f})" for r in fused)
           + " (target >= 1.0x)")
     if args.out:
         with open(args.out, "w") as f:

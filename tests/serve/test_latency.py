@@ -32,7 +32,9 @@ def test_interleaved_rows_pair_every_method_with_the_reference():
     assert [(r["method"], r["batch"]) for r in rows] == [("teacher", 1), ("teacher again", 1),
                                                          ("teacher", 2), ("teacher again", 2)]
     assert all(r["throughput_ratio_to_reference"] > 0 and r["peak_bytes"] > 0 for r in rows)
-    assert rows[0]["throughput_ratio_to_reference"] == 1.0
+    assert rows[0]["throughput_ratio_to_reference"] == 1.0 and rows[0]["throughput_ratio_range"] == [1.0, 1.0]
+    assert all(r["throughput_ratio_range"][0] <= r["throughput_ratio_to_reference"] <= r["throughput_ratio_range"][1]
+               for r in rows)
 
 
 def test_every_served_method_keeps_to_its_model_device():

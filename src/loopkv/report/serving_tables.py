@@ -13,7 +13,7 @@ TABLE5 = tables.TableSpec(
              ("batch", "batch"), ("kib_per_token", "KV KiB\n/token"), ("compression_ratio", "compression"),
              ("max_batch", "max batch\n@ context"), ("capacity_ratio", "capacity\nvs teacher"),
              ("decode_ms_per_token", "decode\nms/step"), ("tokens_per_s", "tokens/s"),
-             ("throughput_ratio", "throughput\nvs teacher"), ("prefill_s", "prefill s"), ("peak_mib", "peak\nMiB"),
+             ("throughput_ratio", "throughput\nvs teacher"), ("throughput_range", "rounds'\nlo-hi"), ("prefill_s", "prefill s"), ("peak_mib", "peak\nMiB"),
              ("device", "device"),
              ("paper_kib", "paper\nKiB/token"), ("paper_max_batch", "paper max\nbatch @4k"),
              ("paper_speed", "paper\nspeed")],
@@ -49,6 +49,8 @@ def table5_rows(result: dict) -> list[dict]:
                      "served": " ".join(name[1:]) or ("1x" if name[0] == "teacher" else "T x"), "batch": r["batch"],
                      "decode_ms_per_token": r["decode_ms_per_token"], "tokens_per_s": r["tokens_per_s"],
                      "throughput_ratio": r["throughput_ratio_to_reference"], "prefill_s": r["prefill_s"],
+                     "throughput_range": ("{:.2f}-{:.2f}".format(*r["throughput_ratio_range"])
+                                          if "throughput_ratio_range" in r else None),
                      "device": r["device"], "cache_bytes": r["cache_bytes"], "peak_bytes": r["peak_bytes"],
                      "peak_mib": None if r["peak_bytes"] is None else r["peak_bytes"] / 2**20,
                      "rounds": r["rounds"], "new_tokens": r["new_tokens"], "prompt_len": r["prompt_len"],
@@ -64,7 +66,8 @@ def table5_note(result: dict) -> str:
             "tested); max batch = largest batch whose cache (plus weights) fits the budget, found by search over "
             "real allocations (this run: CPU tensors against the configured budget; paper sizes: the meta device "
             "against one H200's memory). Speed: random-weight models, greedy decode of a fixed number of tokens, "
-            "methods interleaved over rounds, medians; ratios paired within rounds. Peak MiB: memory one run "
+            "methods interleaved over rounds, medians; ratios paired within rounds (their median; lo-hi: the "
+            "rounds' lowest and highest, the run's noise). Peak MiB: memory one run "
             "(prefill + decode) adds: on CUDA the allocator's peak; on CPU the peak RSS growth of the run alone in "
             "a forked one-thread process (cache, activations, workspace, MKL's buffers in its default mode; ~20 MiB of "
             "process overhead included). "

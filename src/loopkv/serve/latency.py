@@ -114,7 +114,8 @@ def interleaved(methods: list[Served], batch_sizes: list[int], prompt_len: int, 
                 rounds: int, warmup: int, vocab_size: int, device: str | torch.device = "cpu",
                 seed: int = 0) -> list[dict]:
     """Per (method, batch): medians over `rounds` measured rounds (after `warmup` unrecorded ones)
-    and the paired ratio to methods[0] (the reference, the teacher)."""
+    and the paired ratio to methods[0] (the reference, the teacher): the median of the rounds'
+    ratios, with their lowest and highest."""
     device = torch.device(device)
     generator = torch.Generator().manual_seed(seed)
     rows = []
@@ -136,6 +137,8 @@ def interleaved(methods: list[Served], batch_sizes: list[int], prompt_len: int, 
         for served in methods:
             mine = runs[served.name]
             step = statistics.median(r["decode_s_per_step"] for r in mine)
+            # one ratio per round (both runs of a round share the machine's state); their spread is the noise
+            paired = [ref["decode_s_per_step"] / r["decode_s_per_step"] for ref, r in zip(reference, mine)]
             peaks = [r["peak_bytes"] for r in mine if r["peak_bytes"] is not None]
             rows.append({
                 "method": served.name, "batch": batch, "prompt_len": prompt_len, "new_tokens": new_tokens,
@@ -143,8 +146,8 @@ def interleaved(methods: list[Served], batch_sizes: list[int], prompt_len: int, 
                 "prefill_s": statistics.median(r["prefill_s"] for r in mine),
                 "decode_ms_per_token": 1000 * step,
                 "tokens_per_s": batch / step,
-                "throughput_ratio_to_reference": statistics.median(
-                    ref["decode_s_per_step"] / r["decode_s_per_step"] for ref, r in zip(reference, mine)),
+                "throughput_ratio_to_reference": statistics.median(paired),
+                "throughput_ratio_range": [min(paired), max(paired)],
                 "cache_bytes": mine[-1]["cache_bytes"],
                 "peak_bytes": max(peaks) if peaks else None,
             })
