@@ -58,11 +58,10 @@ class LLACache(LoopCache):
         # on the codec's device: a CPU index into CUDA weights would copy it over at every call
         self._rows = [codec.loop_rows(t).to(codec.mu_k.device) for t in range(T)]
         self._traced_latents: dict[int, tuple] = {}   # layer -> (trace, latents) for reconstruct()
-        self._decoders: dict[tuple, tuple] = {}        # decoder rows per (kind, layer, loop); encoders per layer
+        self._decoders: dict[tuple, tuple] = {}        # decoder rows per (layer, loop); encoders per layer
         self._codec_version: tuple = ()
         self._cpu_module = None
         self._read_memo: tuple | None = None           # a forward's fused-read inputs (_read_inputs)
-        self._forward_decoders: dict[tuple, tuple] = {}   # a forward's decoder rows per (layer, loop)
         self._position_rows = 0   # 1 + the largest cached position: the rows a RoPE table needs
         # (B, H, L, T, dh) -> the layer's group axes first, then (batch, token), then the codec's
         # concatenated axes in its order: a reshape then gives (G, B*L, width)
@@ -121,35 +120,28 @@ class LLACache(LoopCache):
                                       self.rope_table(self._position_rows, k.device))
         return memo[3:]
 
-    def _loop_decoders(self, layer: int, loop: int) -> tuple[torch.Tensor, ...]:
-        """(up_k, mu_k, up_v, mu_v) of `loop` at `layer` (loop_decoder of both kinds), per forward."""
-        key = (layer, loop)
-        hit = self._forward_decoders.get(key)
-        if hit is None:
-            hit = self._forward_decoders[key] = (*self.loop_decoder("k", layer, loop),
-                                                 *self.loop_decoder("v", layer, loop))
-        return hit
-
     def begin_forward(self, positions):
         super().begin_forward(positions)
         self._codec_version = self._current_codec_version()   # weights change between forwards only
         # the CPU kernels (built at first use), resolved once per forward rather than per call
         self._cpu_module = cpu_kernels.extension() if positions.device.type == "cpu" else None
-        self._read_memo, self._forward_decoders = None, {}
+        self._read_memo = None
 
     def _current_codec_version(self) -> tuple:
         return tuple((p._version, p.data_ptr()) for kind in ("k", "v") for p in self.codec.params(kind))
 
-    def loop_decoder(self, kind: str, layer: int, loop: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(up (H_kv, d_head, r), mu (H_kv, d_head)): the rows of `layer`'s decoder that give `loop`.
-        Gathered once per decode, not per call."""
+    def _loop_decoders(self, layer: int, loop: int) -> tuple[torch.Tensor, ...]:
+        """(up_k, mu_k, up_v, mu_v): the rows of `layer`'s decoders that give `loop`, up (H_kv, d_head, r),
+        mu (H_kv, d_head). Gathered once per codec version, not per call."""
         def gather():
-            mu, _, up = self.codec.params(kind)
-            groups, rows = self._groups(layer), self._rows[loop]
-            rows_up, rows_mu = up[groups][:, rows].detach(), mu[groups][:, rows].detach()
-            return (rows_up.reshape(self.num_kv_heads, self.head_dim, up.shape[-1]),
-                    rows_mu.reshape(self.num_kv_heads, self.head_dim))
-        return self._gathered((kind, layer, loop), gather)
+            groups, rows, rows_of = self._groups(layer), self._rows[loop], []
+            for kind in ("k", "v"):
+                mu, _, up = self.codec.params(kind)
+                rows_up, rows_mu = up[groups][:, rows].detach(), mu[groups][:, rows].detach()
+                rows_of += [rows_up.reshape(self.num_kv_heads, self.head_dim, up.shape[-1]),
+                            rows_mu.reshape(self.num_kv_heads, self.head_dim)]
+            return tuple(rows_of)
+        return self._gathered(("decoders", layer, loop), gather)
 
     def _encoder(self, layer: int) -> tuple[torch.Tensor, ...]:
         """(mu_k, down_k, mu_v, down_v) of `layer`'s groups, detached: the serving encode's operands."""
