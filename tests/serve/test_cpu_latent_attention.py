@@ -95,6 +95,21 @@ def test_latents_are_read_in_the_caches_head_major_layout(kernel):
     torch.testing.assert_close(lse, ref_lse, rtol=1e-6, atol=1e-5)
 
 
+def test_decoders_kept_as_rows_along_d_are_read_in_place(kernel):
+    """LLACache keeps a CPU decoder as a (H_kv, d, r) view of (H_kv, r, d) rows: read where it lies,
+    the same result, bit for bit, as the contiguous decoder the kernel transposes itself, and as
+    a float64 or otherwise strided one."""
+    q, ck, cv, up_k, mu_k, up_v, mu_v, *rest = _case(2, 4, 2, 2, 1, 45, 32, 24, 40, seed=11)
+    rows = [u.transpose(1, 2).contiguous().transpose(1, 2) for u in (up_k, up_v)]
+    assert rows[0].stride() == (32 * 24, 1, 32) and rows[0].data_ptr() != up_k.data_ptr()
+    want = latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, *rest)
+    for k, v in (rows, (up_k.double(), up_v.double()), (torch.cat([up_k, up_k], 2)[..., :24], torch.cat([up_v, up_v], 1)[:, :32])):
+        got = latent_attention(q, ck, cv, k, mu_k, v, mu_v, *rest)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    torch.testing.assert_close(want[0], reference_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, *rest)[0],
+                               rtol=1e-5, atol=1e-5)
+
+
 def test_a_row_with_no_valid_key_weighs_nothing(kernel):
     args = list(_case(2, 2, 2, 2, 1, 30, 16, 6, 10, seed=9))
     args[8] = torch.ones(2, 30, dtype=torch.bool)

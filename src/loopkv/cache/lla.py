@@ -138,8 +138,10 @@ class LLACache(LoopCache):
             for kind in ("k", "v"):
                 mu, _, up = self.codec.params(kind)
                 rows_up, rows_mu = up[groups][:, rows].detach(), mu[groups][:, rows].detach()
-                rows_of += [rows_up.reshape(self.num_kv_heads, self.head_dim, up.shape[-1]),
-                            rows_mu.reshape(self.num_kv_heads, self.head_dim)]
+                rows_up = rows_up.reshape(self.num_kv_heads, self.head_dim, up.shape[-1])
+                if rows_up.device.type == "cpu":   # (H_kv, r, d) in memory: the CPU kernel's layout, not copied per call
+                    rows_up = rows_up.transpose(1, 2).contiguous().transpose(1, 2)
+                rows_of += [rows_up, rows_mu.reshape(self.num_kv_heads, self.head_dim)]
             return tuple(rows_of)
         return self._gathered(("decoders", layer, loop), gather)
 
