@@ -83,10 +83,13 @@ def test_several_new_tokens_are_merged_after_the_kernel(kernel):
     torch.testing.assert_close(lse, want[1], rtol=1e-6, atol=1e-5)
 
 
-def test_latents_are_read_in_the_caches_head_major_layout(kernel):
-    """LLACache stores (B, groups, S, r) and hands out the (B, S, groups, r) view: strided reads."""
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_latents_are_read_in_the_caches_head_major_layout(kernel, dtype):
+    """LLACache stores (B, groups, S, r) and hands out the (B, S, groups, r) view: strided reads. In
+    float32 a tile's rows are read where they lie; V's last vector per row runs into the next row
+    (r_v 40), except at the storage's end (the last task's last tile is gathered)."""
     q, ck, cv, *rest = _case(2, 4, 4, 4, 1, 60, 16, 24, 40, seed=8)
-    stored_k, stored_v = ck.transpose(1, 2).contiguous().to(torch.bfloat16), cv.transpose(1, 2).contiguous().to(torch.bfloat16)
+    stored_k, stored_v = ck.transpose(1, 2).contiguous().to(dtype), cv.transpose(1, 2).contiguous().to(dtype)
     view_k, view_v = stored_k.transpose(1, 2), stored_v.transpose(1, 2)
     assert not view_k.is_contiguous()
     out, lse = latent_attention(q, view_k, view_v, *rest)

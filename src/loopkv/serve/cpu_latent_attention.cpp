@@ -69,6 +69,7 @@ struct Args {
   int64_t ck_st[4], k_groups, r_k;
   const LatentT* cv;
   int64_t cv_st[4], v_groups, r_v, s_len;
+  const char* cv_end;         // one past cv's storage: V rows read in place as whole vectors stay below it
   const float *up_k_t, *mu_k, *up_v_t, *mu_v;   // the decoders transposed, (H_kv, r, d)
   const float *cos, *sin;     // rope_st: strides (batch, token); the last dim contiguous
   int64_t rope_st[2];
@@ -277,6 +278,7 @@ __attribute__((always_inline)) inline void head_task(const Args<LatentT>& A, int
   constexpr int64_t kTile = 16;
   const bool one_query = rows == 1 && d % 32 == 0;   // a decode step: scores without the keys (score_one_query)
   const bool in_place = std::is_same<LatentT, float>::value && ck_st[3] == 1 && ck_st[1] == r_k;
+  const bool v_in_place = std::is_same<LatentT, float>::value && cv_st[3] == 1 && cv_st[1] == r_v;
   std::vector<float> c_tile(kTile * r_k), keys(kTile * d), cv_tile(kTile * rv_pad, 0.0f);   // padding stays 0
   int64_t tile_pos[kTile], tile_rope[kTile];
   // a key's RoPE row: its position in a (P, d) table, or its slot in the (B, 1, S, d) tables
@@ -313,8 +315,9 @@ __attribute__((always_inline)) inline void head_task(const Args<LatentT>& A, int
     if (n == 0) continue;
     // float32 rows laid end to end with no key masked out are read in place (the store's layout);
     // otherwise gathered and converted into the tile
+    const bool end_to_end = tile_pos[n - 1] - s0 == n - 1;
     const LatentT* k_rows = ck + b * ck_st[0] + s0 * ck_st[1] + gk * ck_st[2];
-    const float* c_keys = in_place && tile_pos[n - 1] - s0 == n - 1 ? reinterpret_cast<const float*>(k_rows) : nullptr;
+    const float* c_keys = in_place && end_to_end ? reinterpret_cast<const float*>(k_rows) : nullptr;
     if (c_keys == nullptr) {
       for (int64_t t = 0; t < n; ++t)
         gather(ck + b * ck_st[0] + tile_pos[t] * ck_st[1] + gk * ck_st[2], ck_st[3], r_k, c_tile.data() + t * r_k);
@@ -325,10 +328,20 @@ __attribute__((always_inline)) inline void head_task(const Args<LatentT>& A, int
       score_one_query(c_keys, n, r_k, uk_t, mk, d, cos_b, sin_b, row_stride, tile_rope, queries.data(), tile_scores);
     else
       rebuild_rotated_keys(c_keys, n, r_k, uk_t, mk, d, cos_b, sin_b, row_stride, tile_rope, keys.data());
-    for (int64_t t = 0; t < n; ++t) {   // the tile's V latents, shared by every query row
-      const LatentT* v = cv + b * cv_st[0] + tile_pos[t] * cv_st[1] + gv * cv_st[2];
-      gather(v, cv_st[3], r_v, cv_tile.data() + t * rv_pad);
+    // the tile's V latents, shared by every query row: in place likewise, read 16 ranks at a time
+    // (the last vector of a row runs into the next row: lanes past r_v are summed but never read),
+    // or gathered into zero-padded rows
+    const float* v_rows = cv_tile.data();
+    int64_t v_stride = rv_pad;
+    if (v_in_place && end_to_end) {
+      const float* first = reinterpret_cast<const float*>(cv + b * cv_st[0] + s0 * cv_st[1] + gv * cv_st[2]);
+      if (reinterpret_cast<const char*>(first + (n - 1) * r_v + rv_pad) <= A.cv_end) v_rows = first, v_stride = r_v;
     }
+    if (v_rows == cv_tile.data())
+      for (int64_t t = 0; t < n; ++t) {
+        const LatentT* v = cv + b * cv_st[0] + tile_pos[t] * cv_st[1] + gv * cv_st[2];
+        gather(v, cv_st[3], r_v, cv_tile.data() + t * rv_pad);
+      }
     for (int64_t row = 0; row < rows; ++row) {
       // the tile's scores, then one online-softmax step for the whole tile: one rescale of the
       // running sums, 16 exponentials in a vector
@@ -349,13 +362,13 @@ __attribute__((always_inline)) inline void head_task(const Args<LatentT>& A, int
       float* a = acc.data() + row * rv_pad;
       for (int64_t r0 = 0; r0 < rv_pad; r0 += 16) {
         v16 x0 = load16(a + r0) * rescale, x1 = v16{};
-        const float* vt = cv_tile.data() + r0;
+        const float* vt = v_rows + r0;
         int64_t t = 0;
         for (; t + 2 <= n; t += 2) {
-          x0 += p[t] * load16(vt + t * rv_pad);
-          x1 += p[t + 1] * load16(vt + (t + 1) * rv_pad);
+          x0 += p[t] * load16(vt + t * v_stride);
+          x1 += p[t + 1] * load16(vt + (t + 1) * v_stride);
         }
-        if (t < n) x0 += p[t] * load16(vt + t * rv_pad);
+        if (t < n) x0 += p[t] * load16(vt + t * v_stride);
         store16(a + r0, x0 + x1);
       }
     }
@@ -533,7 +546,7 @@ std::vector<at::Tensor> latent_attention(at::Tensor q, at::Tensor ck, at::Tensor
     Args<scalar_t> A{q.data_ptr<float>(), hq, group, length, d,
                      ck.data_ptr<scalar_t>(), {ck.stride(0), ck.stride(1), ck.stride(2), ck.stride(3)}, ck.size(2), r_k,
                      cv.data_ptr<scalar_t>(), {cv.stride(0), cv.stride(1), cv.stride(2), cv.stride(3)}, cv.size(2), r_v,
-                     s_len, up_k_t.data_ptr<float>(), mu_k.data_ptr<float>(), up_v_t.data_ptr<float>(),
+                     s_len, static_cast<const char*>(cv.storage().data()) + cv.storage().nbytes(), up_k_t.data_ptr<float>(), mu_k.data_ptr<float>(), up_v_t.data_ptr<float>(),
                      mu_v.data_ptr<float>(), cos.data_ptr<float>(), sin.data_ptr<float>(),
                      {cos.stride(0), by_position ? 0 : cos.stride(2)},
                      by_position ? positions.data_ptr<int64_t>() : nullptr,
