@@ -62,6 +62,7 @@ class LLACache(LoopCache):
         self._codec_version: tuple = ()
         self._cpu_module = None
         self._read_memo: tuple | None = None           # a forward's fused-read inputs (_read_inputs)
+        self._past_views: dict[int, tuple] = {}        # a forward's views of a layer's stores, until its encode
         self._position_rows = 0   # 1 + the largest cached position: the rows a RoPE table needs
         # (B, H, L, T, dh) -> the layer's group axes first, then (batch, token), then the codec's
         # concatenated axes in its order: a reshape then gives (G, B*L, width)
@@ -93,7 +94,10 @@ class LLACache(LoopCache):
     def attend(self, loop, layer, positions, q, k, v, mask):
         if self.read_path != "fused":
             return super().attend(loop, layer, positions, q, k, v, mask)
-        past_k, past_v = self.stored("k", layer), self.stored("v", layer)    # before this forward's tokens
+        views = self._past_views.get(layer)   # before this forward's tokens; the same for its T reads
+        if views is None:
+            views = self._past_views[layer] = (self.stored("k", layer), self.stored("v", layer))
+        past_k, past_v = views
         self.append(loop, layer, positions, k, v)
         if past_k is None:
             return attention(q, self.rope(positions, k), v, mask)
@@ -126,6 +130,7 @@ class LLACache(LoopCache):
         # the CPU kernels (built at first use), resolved once per forward rather than per call
         self._cpu_module = cpu_kernels.extension() if positions.device.type == "cpu" else None
         self._read_memo = None
+        self._past_views = {}
 
     def _current_codec_version(self) -> tuple:
         return tuple((p._version, p.data_ptr()) for kind in ("k", "v") for p in self.codec.params(kind))
@@ -195,6 +200,7 @@ class LLACache(LoopCache):
             if self.read_path == "full":
                 self._unwritten.setdefault(layer, {})[kind] = latent
             else:
+                self._past_views.pop(layer, None)
                 self.latents[kind][layer] = concat(self.latents[kind][layer], latent, dim=2)
 
     def _latents(self, layer: int, k_loops: list[torch.Tensor], v_loops: list[torch.Tensor]) -> dict:
@@ -249,6 +255,7 @@ class LLACache(LoopCache):
         self._unwritten = {}
         if self.read_path == "fused" and not self._new_positions.is_meta:   # (capacity probes run on meta)
             self._position_rows = max(self._position_rows, int(self._new_positions.max()) + 1)
+        self._past_views = {}
         super().end_forward()
 
     # -- accounting ------------------------------------------------------------------------
