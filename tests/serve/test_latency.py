@@ -1,5 +1,6 @@
-"""Serving latency harness: the peak-memory probe of a CPU run (a forked child's RSS growth) sees at
-least the cache the run leaves allocated, and grows with it; rows carry every method, paired ratios."""
+"""Serving latency harness: the peak-memory probe of a CPU run (tensor bytes, from the allocator's
+events) sees at least the cache the run leaves allocated, grows with it, and repeats exactly; rows
+carry every method, paired ratios."""
 import torch
 
 from loopkv.cache import make_cache
@@ -22,6 +23,24 @@ def test_cpu_peak_growth_covers_the_cache_and_grows_with_it():
     peak_small, peak_large = cpu_peak_growth(served, small, 2), cpu_peak_growth(served, large, 2)
     assert peak_large >= cache_bytes > 0
     assert peak_large > peak_small + cache_bytes // 2
+    assert cpu_peak_growth(served, large, 2) == peak_large      # the same run, the same bytes
+
+
+def test_cpu_peak_growth_counts_a_runs_tensors_exactly():
+    """A model whose forward holds one known tensor at its peak: the probe sees exactly its bytes on
+    top of what the run's other tensors need."""
+    served = _teacher()
+    prompt = torch.randint(3, 256, (2, 16))
+    base = cpu_peak_growth(served, prompt, 1)
+    held = torch.Size([1 << 20])                     # 4 MiB of float32, allocated and freed in one forward
+
+    def forward(*args, **kwargs):
+        ballast = torch.ones(held)
+        out = plain(*args, **kwargs)
+        del ballast
+        return out
+    plain, served.model.forward = served.model.forward, forward
+    assert cpu_peak_growth(served, prompt, 1) == base + 4 * held.numel()
 
 
 def test_interleaved_rows_pair_every_method_with_the_reference():

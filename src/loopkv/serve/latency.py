@@ -10,6 +10,7 @@ by their median.
 from __future__ import annotations
 
 import logging
+import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -67,47 +68,26 @@ def timed_run(served: Served, prompt: torch.Tensor, new_tokens: int) -> dict:
     return row
 
 
-def cpu_peak_growth(served: Served, prompt: torch.Tensor, new_tokens: int) -> int | None:
-    """Peak resident memory added by one prefill + decode run on CPU (cache, activations, workspace):
-    the run happens in a forked child (one thread), whose peak RSS (ru_maxrss) minus its RSS at the
-    fork is the answer. Freed heap is handed back to the OS first (malloc_trim), so the child cannot
-    reuse the parent's free lists unseen, and blocks of 128 KiB or more are mapped and unmapped one by
-    one. None where fork or /proc are unavailable."""
-    import ctypes
-    import os
-    import resource
+def cpu_peak_growth(served: Served, prompt: torch.Tensor, new_tokens: int) -> int:
+    """Peak tensor bytes one prefill + decode run on CPU adds to those live at its start (cache,
+    activations, workspace): the running sum of the CPU allocator's allocation and free events
+    (torch.profiler, profile_memory) at its highest. The CUDA rows' measure (the allocator's peak
+    less the start) on CPU, and the same for the same run in any process: a process's peak RSS
+    depended on malloc's history and differed across processes for the same run (by up to ~20% here, forked
+    children with a fixed mmap threshold included), and counted ~20 MiB of process overhead.
+    Buffers a library allocates outside torch (MKL's) are not tensors and not counted."""
+    from torch.profiler import ProfilerActivity, profile
 
-    if not hasattr(os, "fork") or not os.path.exists("/proc/self/statm"):
-        return None
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.malloc_trim(0)
-    except OSError:
-        libc = None
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:   # child: measure, report through the pipe, exit without running the parent's atexit
-        code = 1
-        try:
-            torch.set_num_threads(1)   # the parent's OpenMP pool does not survive a fork
-            if libc is not None:
-                # a fixed mmap threshold: glibc's adapts to the largest block freed so far, so the
-                # parent's history decided whether a run's mid-sized tensors came from the heap
-                # (kept after free: higher peak) or mmap; the same run measured 131 or 192 MiB
-                libc.mallopt(-3, 128 * 1024)   # M_MMAP_THRESHOLD
-            with open("/proc/self/statm") as f:
-                start = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-            timed_run(served, prompt, new_tokens)
-            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024    # KiB on Linux
-            os.write(write, str(max(0, peak - start)).encode())
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write)
-    with os.fdopen(read) as pipe:
-        text = pipe.read()
-    _, status = os.waitpid(pid, 0)
-    return int(text) if status == 0 and text else None
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")   # the profiler's start/stop lines on stderr, per call
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as recorded:
+        timed_run(served, prompt, new_tokens)
+    events = sorted((e.start_ns(), e.nbytes()) for e in recorded.profiler.kineto_results.events()
+                    if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU)
+    live = peak = 0
+    for _, change in events:
+        live += change
+        peak = max(peak, live)
+    return peak
 
 
 def interleaved(methods: list[Served], batch_sizes: list[int], prompt_len: int, new_tokens: int,
@@ -128,7 +108,7 @@ def interleaved(methods: list[Served], batch_sizes: list[int], prompt_len: int, 
                      1000 * result["decode_s_per_step"])
             if recorded:
                 runs[served.name].append(result)
-        if device.type == "cpu":   # one more run per method, alone in a child process, for its peak memory
+        if device.type == "cpu":   # one more run per method, profiled, for its peak memory
             for served in methods:
                 peak = cpu_peak_growth(served, prompt, new_tokens)
                 for r in runs[served.name]:
