@@ -277,7 +277,7 @@ __attribute__((always_inline)) inline void head_task(const Args<LatentT>& A, int
   // keys are rebuilt a tile at a time (latents gathered and converted to float once)
   constexpr int64_t kTile = 16;
   const bool one_query = rows == 1 && d % 32 == 0;   // a decode step: scores without the keys (score_one_query)
-  const bool in_place = std::is_same<LatentT, float>::value && ck_st[3] == 1 && ck_st[1] == r_k;
+  const bool k_in_place = std::is_same<LatentT, float>::value && ck_st[3] == 1 && ck_st[1] == r_k;
   const bool v_in_place = std::is_same<LatentT, float>::value && cv_st[3] == 1 && cv_st[1] == r_v;
   std::vector<float> c_tile(kTile * r_k), keys(kTile * d), cv_tile(kTile * rv_pad, 0.0f);   // padding stays 0
   int64_t tile_pos[kTile], tile_rope[kTile];
@@ -317,7 +317,7 @@ __attribute__((always_inline)) inline void head_task(const Args<LatentT>& A, int
     // otherwise gathered and converted into the tile
     const bool end_to_end = tile_pos[n - 1] - s0 == n - 1;
     const LatentT* k_rows = ck + b * ck_st[0] + s0 * ck_st[1] + gk * ck_st[2];
-    const float* c_keys = in_place && end_to_end ? reinterpret_cast<const float*>(k_rows) : nullptr;
+    const float* c_keys = k_in_place && end_to_end ? reinterpret_cast<const float*>(k_rows) : nullptr;
     if (c_keys == nullptr) {
       for (int64_t t = 0; t < n; ++t)
         gather(ck + b * ck_st[0] + tile_pos[t] * ck_st[1] + gk * ck_st[2], ck_st[3], r_k, c_tile.data() + t * r_k);

@@ -108,18 +108,14 @@ def interleaved(methods: list[Served], batch_sizes: list[int], prompt_len: int, 
                      1000 * result["decode_s_per_step"])
             if recorded:
                 runs[served.name].append(result)
-        if device.type == "cpu":   # one more run per method, profiled, for its peak memory
-            for served in methods:
-                peak = cpu_peak_growth(served, prompt, new_tokens)
-                for r in runs[served.name]:
-                    r["peak_bytes"] = peak
+        # CPU: one more run per method, profiled, for its peak memory; CUDA: each run's allocator peak
+        cpu_peaks = {s.name: cpu_peak_growth(s, prompt, new_tokens) for s in methods} if device.type == "cpu" else {}
         reference = runs[methods[0].name]
         for served in methods:
             mine = runs[served.name]
             step = statistics.median(r["decode_s_per_step"] for r in mine)
             # one ratio per round (both runs of a round share the machine's state); their spread is the noise
             paired = [ref["decode_s_per_step"] / r["decode_s_per_step"] for ref, r in zip(reference, mine)]
-            peaks = [r["peak_bytes"] for r in mine if r["peak_bytes"] is not None]
             rows.append({
                 "method": served.name, "batch": batch, "prompt_len": prompt_len, "new_tokens": new_tokens,
                 "rounds": rounds, "device": device_name(device),
@@ -129,7 +125,7 @@ def interleaved(methods: list[Served], batch_sizes: list[int], prompt_len: int, 
                 "throughput_ratio_to_reference": statistics.median(paired),
                 "throughput_ratio_range": [min(paired), max(paired)],
                 "cache_bytes": mine[-1]["cache_bytes"],
-                "peak_bytes": max(peaks) if peaks else None,
+                "peak_bytes": cpu_peaks[served.name] if cpu_peaks else max(r["peak_bytes"] for r in mine),
             })
     return rows
 
