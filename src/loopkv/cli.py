@@ -15,6 +15,7 @@ from loopkv.errors import LoopKVError
 # modules with a `register(subparsers)` function, in the order they appear in --help
 _COMMAND_MODULES = (
     "loopkv.data.commands",
+    "loopkv.models.commands",
     "loopkv.train.commands",
     "loopkv.eval.commands",
     "loopkv.eval.lm_commands",

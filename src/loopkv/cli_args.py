@@ -19,3 +19,10 @@ def named_path(text: str) -> tuple[str, str]:
     if not sep or not name or not path:
         raise argparse.ArgumentTypeError(f"expected NAME=PATH, got {text!r}")
     return name, path
+
+
+def add_device_arg(parser) -> None:
+    """--device: where the command computes (config launch.device; not part of any result's config)."""
+    parser.add_argument("--device", default="auto",
+                        help="auto (CUDA if present, per rank cuda:LOCAL_RANK), cpu, cuda, cuda:N or lazy "
+                             "(see loopkv.utils.device); not part of the result")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import difflib
 import functools
+import json
 import os
 import re
 from pathlib import Path
@@ -453,6 +454,8 @@ def _path_problems(c: dict, base: Path) -> list[Problem]:
             problems.append(("model.path", f"checkpoint directory does not exist: {p}"))
         elif not (p / "config.json").is_file():
             problems.append(("model.path", f"checkpoint directory has no config.json: {p}"))
+        elif c["model"]["source"] == "pretrained":
+            problems += _checkpoint_problems(c, p / "config.json")
     tok_path = c["data"]["tokenizer"]["path"]
     if tok_path is not None and not (base / tok_path).exists():
         problems.append(("data.tokenizer.path", f"tokenizer path does not exist: {base / tok_path}"))
@@ -462,6 +465,28 @@ def _path_problems(c: dict, base: Path) -> list[Problem]:
     for i, name in enumerate(c["serve"]["kernel"]["measured"]):
         if not (base / name).is_file():
             problems.append((f"serve.kernel.measured[{i}]", f"kernel result does not exist: {base / name}"))
+    return problems
+
+
+def _checkpoint_problems(c: dict, config_json: Path) -> list[Problem]:
+    """A pretrained checkpoint decides its architecture: every model.arch key its config.json states
+    must equal it (budgets, MELT's label and the serving models read model.arch), and so must the
+    vocabulary data.tokenizer.vocab_size names."""
+    try:
+        shipped = json.loads(config_json.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        return [("model.path", f"{config_json} is not readable JSON ({type(e).__name__}: {e})")]
+    if not isinstance(shipped, dict):
+        return [("model.path", f"{config_json} is not a JSON object")]
+    problems: list[Problem] = []
+    for key, value in c["model"]["arch"].items():
+        if key in shipped and shipped[key] != value:
+            problems.append((f"model.arch.{key}", f"is {_show(value)} but the checkpoint's config.json "
+                                                  f"({config_json}) has {_show(shipped[key])}"))
+    vocab = c["data"]["tokenizer"]["vocab_size"]
+    if "vocab_size" in shipped and shipped["vocab_size"] != vocab:
+        problems.append(("data.tokenizer.vocab_size", f"is {vocab} but the checkpoint's config.json "
+                                                      f"({config_json}) has {_show(shipped['vocab_size'])}"))
     return problems
 
 

@@ -27,7 +27,7 @@ def test_decoded_cache_bytes_follow_the_formula_and_melt_is_T_times_smaller():
         assert m["cache_allocated_bytes"] == per_token * m["cached_tokens"]
         assert f["cache_allocated_bytes"] == 4 * m["cache_allocated_bytes"]
         assert m["cache_bytes_at_cache_dtype"] == m["cache_allocated_bytes"] // 2     # bf16 = half of float32
-        assert m["peak_rss_bytes"] >= m["rss_bytes"] > 0
+        assert m["peak_memory_bytes"] >= m["memory_bytes"] > 0
 
 
 def test_bytes_over_loops_allocated_equal_formula_and_melt_is_flat():
@@ -54,4 +54,4 @@ def test_probe_runs_in_its_own_process(tmp_path):
     full, melt = measure([{**job, "method": "full", "budget": "1x"}, {**job, "method": "melt", "budget": "2x"}])
     assert [p["generated"] for p in melt["points"]] == [2, 5]
     assert full["points"][-1]["cache_allocated_bytes"] == 2 * melt["points"][-1]["cache_allocated_bytes"]
-    assert melt["process_after_load"]["rss_bytes"] > 0
+    assert melt["process_after_load"]["memory_bytes"] > 0 and melt["memory_measure"].startswith("process RSS")

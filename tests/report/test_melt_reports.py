@@ -45,14 +45,15 @@ def test_versus_rows_put_paper_values_only_on_the_llas_table_rows(tmp_path):
 
 
 def curve(method, per_token, budget="4x"):
-    return {"method": method, "budget": budget, "process_after_load": {"rss_bytes": 100},
+    return {"method": method, "budget": budget, "process_after_load": {"memory_bytes": 100},
+            "memory_measure": "process RSS (VmRSS / VmHWM)",
             "points": [{"generated": n, "cached_tokens": n + 8, "cache_bytes_at_cache_dtype": per_token * (n + 8),
-                        "peak_rss_bytes": 1000 + n} for n in (16, 32)]}
+                        "peak_memory_bytes": 1000 + n} for n in (16, 32)]}
 
 
 def test_memory_summary_and_figure(tmp_path):
     memory = {"curves": [curve("full", 64, "1x"), curve("melt", 16), curve("lla", 16)], "batch": 1,
-              "cache_dtype": "bfloat16",
+              "cache_dtype": "bfloat16", "compute_dtype": "float32", "device": "cpu",
               "bytes_over_loops": [{"loops": t, "method": m, "bytes_per_token": b, "budget": "4x"}
                                    for t in (2, 4) for m, b in (("full", 32 * t), ("melt", 16), ("lla", 8 * t))]}
     s = summary(memory)

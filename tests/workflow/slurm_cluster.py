@@ -20,7 +20,8 @@ PACKAGES = ["slurmctld", "slurmd", "slurmdbd", "slurm-client", "munge", "mariadb
 BINARIES = ["slurmctld", "slurmd", "slurmdbd", "sacct", "sacctmgr", "sbatch", "munged", "mariadbd",
             "mariadb-install-db", "mariadb"]
 CLUSTER = "loopkv"
-PARTITION = "local"
+PARTITION = "local"        # CPUs only
+GPU_PARTITION = "localgpu"  # the same node's GPUs: two counted GRES (no devices), for placement by the scheduler
 CONF_DIR = Path("/etc/slurm")
 MARKER = "# loopkv test cluster: written by tests/workflow/slurm_cluster.py, removed when it stops"
 ACCOUNT = "loopkv"
@@ -64,7 +65,7 @@ class LocalSlurm:
 
     def foreign_config(self) -> str | None:
         """Why this machine's SLURM configuration must not be replaced, or None."""
-        for name in ("slurm.conf", "slurmdbd.conf"):
+        for name in ("slurm.conf", "slurmdbd.conf", "gres.conf"):
             path = self.conf_dir / name
             if path.exists() and MARKER not in path.read_text(errors="replace"):
                 return f"{path} is a real SLURM configuration (not a loopkv test cluster's); not replacing it"
@@ -95,19 +96,29 @@ SlurmctldPort=16817
 SlurmdPort=16818
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=task=1
+JobAcctGatherParams=OverMemoryKill
+GresTypes=gpu
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
 AccountingStoragePort=16819
+AccountingStoreFlags=job_comment
+AccountingStorageTRES=gres/gpu
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 MpiDefault=none
 ReturnToService=2
 MinJobAge=300
 SchedulerType=sched/backfill
-NodeName=localhost CPUs={cpus} RealMemory={memory} State=UNKNOWN
+NodeName=localhost CPUs={cpus} RealMemory={memory} Gres=gpu:2 State=UNKNOWN
 PartitionName={PARTITION} Nodes=localhost Default=YES MaxTime=INFINITE State=UP
+PartitionName={GPU_PARTITION} Nodes=localhost MaxTime=INFINITE State=UP
 """)
+        # two stand-in GPU devices (any character devices): the scheduler counts and grants them
+        (self.conf_dir / "gres.conf").write_text(f"{MARKER}\nAutoDetect=off\n"
+                                                 "NodeName=localhost Name=gpu File=/dev/null\n"
+                                                 "NodeName=localhost Name=gpu File=/dev/zero\n")
         dbd = self.conf_dir / "slurmdbd.conf"
         dbd.write_text(f"""{MARKER}
 AuthType=auth/munge
@@ -200,13 +211,17 @@ StorageLoc=slurm_acct_db
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
         self.procs.clear()
-        for name in ("slurm.conf", "slurmdbd.conf"):
+        for name in ("slurm.conf", "slurmdbd.conf", "gres.conf"):
             path = self.conf_dir / name
             if path.exists() and MARKER in path.read_text(errors="replace"):
                 path.unlink()
 
+    FIELDS = ("id", "name", "state", "partition", "cpus", "tres", "comment")
+
     def accounted_jobs(self) -> list[dict]:
-        """Every job sacct knows of: name, state, partition."""
-        out = subprocess.run(["sacct", "-a", "-X", "-n", "-P", "-S", "2020-01-01", "-o", "JobID,JobName,State,Partition"],
+        """Every job sacct knows of: id, name, state, partition, requested CPUs, requested TRES
+        (memory, GPUs), comment (the Snakemake rule)."""
+        out = subprocess.run(["sacct", "-a", "-X", "-n", "-P", "-S", "2020-01-01", "-o",
+                              "JobID,JobName,State,Partition,ReqCPUS,ReqTRES,Comment"],
                              env=self.env, capture_output=True, text=True, check=True).stdout
-        return [dict(zip(("id", "name", "state", "partition"), line.split("|"))) for line in out.splitlines() if line]
+        return [dict(zip(self.FIELDS, line.split("|"))) for line in out.splitlines() if line]

@@ -1,4 +1,6 @@
 """The DAG: plans the right jobs, lints clean, rejects bad configs before any job runs."""
+import json
+
 import yaml
 
 from workflow_helpers import REPO, planned_jobs, snakemake
@@ -32,10 +34,16 @@ def test_an_unreachable_table_cell_is_rejected_before_any_job(workdir):
     assert "methods.table1.5.33x" in out and "cla cannot reach" in out
 
 
+# the rules run the venv's loopkv on purpose (README, "Software on a cluster"): no conda env or
+# container per rule, the one lint we accept
+NO_SOFTWARE_ENV = "Specify a conda environment or container for each rule."
+
+
 def test_lint_is_clean(workdir):
     proc = snakemake(workdir, "--lint", check=False)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "Lints for" not in proc.stdout + proc.stderr
+    out = proc.stdout + proc.stderr
+    lints = [line.strip()[2:].rstrip(":") for line in out.splitlines() if line.strip().startswith("* ")]
+    assert lints and set(lints) == {NO_SOFTWARE_ENV}, out
 
 
 def _bad(workdir, edit):
@@ -63,9 +71,22 @@ def test_missing_checkpoint_path_is_rejected_naming_the_key(workdir):
 
 def test_paper_config_plans_without_pretraining_when_its_checkpoint_exists(workdir, reference_dir):
     config = yaml.safe_load((REPO / "config/ouro-1.4b.yaml").read_text())
-    config["model"]["path"] = str(reference_dir)
-    config["data"]["tokenizer"]["path"] = str(reference_dir)
+    checkpoint = workdir / "Ouro-1.4B"   # a config.json of Ouro-1.4B's architecture: planning reads no weights
+    checkpoint.mkdir()
+    shipped = json.loads((reference_dir / "config.json").read_text())
+    shipped.update({k: v for k, v in config["model"]["arch"].items() if k in shipped}, vocab_size=49152)
+    (checkpoint / "config.json").write_text(json.dumps(shipped))
+    config["model"]["path"] = str(checkpoint)
+    config["data"]["tokenizer"]["path"] = str(checkpoint)
     (workdir / "paper.yaml").write_text(yaml.safe_dump(config))
     jobs = planned_jobs(workdir, "--configfile", "paper.yaml")
     assert "teacher_pretrain" not in jobs and jobs["teacher_eval"] == 1
     assert jobs["distill"] == 6 and jobs["method_eval"] == 11   # no LLA-2D at paper scale yet
+
+
+def test_a_checkpoint_whose_architecture_differs_from_model_arch_is_rejected(workdir, reference_dir):
+    out = _bad(workdir, {"model": {"source": "pretrained", "path": str(reference_dir)},
+                         "data": {"tokenizer": {"kind": "pretrained", "path": str(reference_dir)}}})
+    # the default arch (D = 4, T = 4) over the fixture's config.json (D = 2, T = 3): each key named
+    assert "model.arch.num_hidden_layers" in out and "model.arch.total_ut_steps" in out
+    assert "data.tokenizer.vocab_size" in out

@@ -1,17 +1,25 @@
 """The DAG submitted to a real SLURM cluster (one node on localhost, Debian's daemons, slurmdbd so
-sacct works) through workflow/profiles/slurm: the jobs go through SLURM and their outputs equal a
-local run's, byte for byte."""
+sacct works) through workflow/profiles/slurm with its own defaults, only the partition names edited
+in its partitions.yaml as the README tells users: GPU-less jobs land on the CPU partition and a model
+job on the GPU partition with its GPU, each job asks for its rule's threads, a job killed for memory
+is retried with twice the memory, and the outputs equal a local run's, byte for byte."""
 import subprocess
 
 import pytest
+import yaml
 
-from slurm_cluster import ACCOUNT, PARTITION, LocalSlurm, ensure_installed
+from slurm_cluster import GPU_PARTITION, PARTITION, LocalSlurm, ensure_installed
 from workflow_helpers import SNAKEMAKE, copy_workflow, snakemake
 
 pytestmark = pytest.mark.slow
 
-TARGETS = ["results/data/tasks/cloze/test.jsonl", "results/data/tasks/arithmetic/test.jsonl"]
+TARGETS = ["results/data/tasks/cloze/test.jsonl", "results/data/tasks/arithmetic/test.jsonl",
+           "results/teacher/model/model.safetensors"]
 OUTPUTS = ["results/data/corpus/train.txt", "results/data/tokenizer/tokenizer.json", *TARGETS]
+# the site: GPUs for the model jobs; 700 MB for a data job's first attempt, below the ~1 GB a corpus
+# or tokenizer job peaks at under SLURM (measured: ~470-500 MB of loopkv plus the job step's own
+# Snakemake), so SLURM kills it and the retry asks for 1400 MB
+SITE = {"launch": {"gpus": 1, "jobs": {"data": {"mem_mb": 700}}}}
 
 
 @pytest.fixture(scope="module")
@@ -28,23 +36,52 @@ def cluster(tmp_path_factory):
         slurm.stop()
 
 
-def test_a_dag_slice_runs_through_slurm_and_equals_a_local_run(cluster, tmp_path):
+def _edit_partitions(workdir):
+    """What a user does: the profile's partition names set to the site's."""
+    path = workdir / "workflow/profiles/slurm/partitions.yaml"
+    partitions = yaml.safe_load(path.read_text())["partitions"]
+    renamed = {PARTITION: partitions["cpu"], GPU_PARTITION: {**partitions["gpu"], "max_gpu": 2}}
+    path.write_text(yaml.safe_dump({"partitions": renamed}))
+
+
+def test_a_dag_slice_runs_through_slurm_on_the_profiles_defaults(cluster, tmp_path):
     (tmp_path / "slurm").mkdir()
     (tmp_path / "local").mkdir()
     on_slurm, local = copy_workflow(tmp_path / "slurm"), copy_workflow(tmp_path / "local")
+    _edit_partitions(on_slurm)
+    for workdir in (on_slurm, local):
+        (workdir / "site.yaml").write_text(yaml.safe_dump(SITE))
     before = {j["id"] for j in cluster.accounted_jobs()}
     proc = subprocess.run(
-        [*SNAKEMAKE, "--profile", "workflow/profiles/slurm", "--configfile", "micro.yaml",
-         # the site's partition and account, overridden for this cluster
-         "--default-resources", f"slurm_partition={PARTITION}", f"slurm_account={ACCOUNT}",
+        [*SNAKEMAKE, "--profile", "workflow/profiles/slurm", "--configfile", "micro.yaml", "site.yaml",
          "--slurm-init-seconds-before-status-checks", "1", "--latency-wait", "5", *TARGETS],
-        cwd=on_slurm, env=cluster.env, capture_output=True, text=True, timeout=900)
+        cwd=on_slurm, env=cluster.env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    snakemake(local, *TARGETS, "--configfile", "micro.yaml")
+    snakemake(local, *TARGETS, "--configfile", "micro.yaml", "site.yaml")
 
     jobs = [j for j in cluster.accounted_jobs() if j["id"] not in before]
-    # corpus, tokenizer and the two task sets: four jobs, all completed on the overridden partition
-    assert len(jobs) == 4, jobs
-    assert {j["state"] for j in jobs} == {"COMPLETED"} and {j["partition"] for j in jobs} == {PARTITION}
+    by_rule: dict[str, list[dict]] = {}
+    for j in jobs:
+        by_rule.setdefault(j["comment"].removeprefix("rule_").split("_wildcards_")[0], []).append(j)
+    assert set(by_rule) == {"corpus", "tokenizer", "task_data", "teacher_pretrain"}, jobs
+    # every job completed in the end; the data jobs' first attempts ran out of memory and the
+    # retries asked for twice as much
+    for rule, attempts in by_rule.items():
+        assert any(j["state"] == "COMPLETED" for j in attempts), (rule, attempts)
+    for rule in ("corpus", "tokenizer"):
+        states = [j["state"] for j in by_rule[rule]]
+        # accounting through jobacct_gather's OverMemoryKill reports the kill as FAILED; its log says why
+        assert states[0] in ("OUT_OF_MEMORY", "FAILED") and states[-1] == "COMPLETED", (rule, by_rule[rule])
+        first_log = on_slurm / f"logs/slurm/rule_{rule}/{by_rule[rule][0]['id']}.log"
+        assert "Exceeded job memory limit" in first_log.read_text(), first_log
+        assert "mem=700M" in by_rule[rule][0]["tres"] and "mem=1400M" in by_rule[rule][1]["tres"], by_rule[rule]
+    # GPU-less jobs on the CPU partition with one CPU (their rules' threads), the model job on the
+    # GPU partition with its GPU and teacher.threads CPUs
+    for rule in ("corpus", "tokenizer", "task_data"):
+        assert {(j["partition"], j["cpus"]) for j in by_rule[rule]} == {(PARTITION, "1")}, by_rule[rule]
+        assert "gres/gpu" not in by_rule[rule][0]["tres"]
+    teacher = by_rule["teacher_pretrain"]
+    assert {(j["partition"], j["cpus"]) for j in teacher} == {(GPU_PARTITION, "2")}, teacher
+    assert "gres/gpu=1" in teacher[0]["tres"], teacher
     for path in OUTPUTS:
         assert (on_slurm / path).read_bytes() == (local / path).read_bytes(), path

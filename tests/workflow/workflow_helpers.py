@@ -12,9 +12,9 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 
 def copy_workflow(dest: Path) -> Path:
-    """Put the Snakefile, workflow/, config/, envs/ and the measurements the default config shows
+    """Put the Snakefile, workflow/, config/ and the measurements the default config shows
     (benchmarks/measured) in `dest` as a user's clone has them, plus micro.yaml."""
-    for name in ("Snakefile", "workflow", "config", "envs", "benchmarks/measured"):
+    for name in ("Snakefile", "workflow", "config", "benchmarks/measured"):
         src = REPO / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, dest / name)
     shutil.copy(MICRO, dest / "micro.yaml")

@@ -17,15 +17,14 @@ rule calibrate:
         tasks=task_args({t: R(f"data/tasks/{t}") for t in CALIBRATION_TASKS}),
     threads: config["calibration"]["threads"]
     resources:
-        runtime=60,
-        mem_mb=more_memory_per_attempt(8000),
+        **job_size("eval"),
+        device=DEVICE,
+        gpu=MODEL_GPUS,
     log:
         f"{LOGS}/calibration/calibrate.log",
-    conda:
-        "../../envs/loopkv.yaml"
     shell:
         "loopkv calibrate --cfg {params.cfg:q} --seed {params.seed} --teacher {params.teacher}"
-        " --corpus {params.corpus} {params.tasks} --out {output.state} --manifest {output.manifest} > {log} 2>&1"
+        " --corpus {params.corpus} {params.tasks} --out {output.state} --manifest {output.manifest} --device {resources.device} > {log} 2>&1"
 
 
 rule cross_loop_structure:
@@ -35,8 +34,6 @@ rule cross_loop_structure:
         R("analysis/cross_loop_structure.json"),
     log:
         f"{LOGS}/analysis/cross_loop_structure.log",
-    conda:
-        "../../envs/loopkv.yaml"
     shell:
         "loopkv cross-loop-structure --calibration {input} --out {output} > {log} 2>&1"
 
@@ -51,7 +48,5 @@ rule fig2_spectra:
         cfg=cfg_json("report"),
     log:
         f"{LOGS}/report/fig2_spectra.log",
-    conda:
-        "../../envs/loopkv.yaml"
     shell:
         "loopkv plot-cross-loop --cfg {params.cfg:q} --structure {input} --figure {output.pdf} > {log} 2>&1"

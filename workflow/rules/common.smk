@@ -19,7 +19,7 @@ config.clear()
 config.update(_checked)
 
 # Rules call the `loopkv` console script; put the environment running Snakemake first on PATH so
-# an un-activated venv works (a rule's conda env, when used, is activated in front of it).
+# an un-activated venv works.
 os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
 RESULTS = config["results_dir"]
 REPORTS = config["reports_dir"]
@@ -30,12 +30,39 @@ LOGS = config["logs_dir"]
 # for. Resources, not params: they change no result, so editing them reruns nothing.
 TRAIN_RANKS = config["launch"]["ranks"]
 TRAIN_GPUS = config["launch"]["gpus"]
+# Where every model-computing command runs (resources.device, passed as --device; utils/device.py):
+# a resource like the ranks, so not in any slice; results record it in their provenance.
+DEVICE = config["launch"]["device"]
 
 
-def more_memory_per_attempt(base_mb):
-    """mem_mb of a job: the base on the first attempt, twice it on the first retry, and so on
-    (the SLURM profile retries a failed job; one killed for memory comes back with more)."""
-    return lambda wildcards, attempt: base_mb * attempt
+# every other job that computes on a model asks for one GPU when the config trains on GPUs
+MODEL_GPUS = 1 if TRAIN_GPUS > 0 else 0
+
+
+def job_size(kind):
+    """A job's mem_mb and runtime (launch.jobs.<kind>): the base on the first attempt, twice it on
+    the first retry, and so on (the SLURM profile retries a failed job: one killed for memory or
+    time comes back with more)."""
+    base = config["launch"]["jobs"][kind]
+    return {"mem_mb": lambda wildcards, attempt: base["mem_mb"] * attempt,
+            "runtime": lambda wildcards, attempt: base["runtime"] * attempt}
+
+
+# tables, merges and figures: seconds of work on small JSON files, run on the submitting host
+localrules:
+    all,
+    cross_loop_structure,
+    fig2_spectra,
+    table1,
+    melt_table,
+    melt_vs_lla,
+    fig_memory,
+    lm_eval_merge,
+    table7,
+    fig8,
+    table4_fig7,
+    table5,
+    table13,
 
 
 def R(path):

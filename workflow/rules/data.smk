@@ -12,10 +12,10 @@ rule corpus:
         cfg=cfg_json("data.corpus"),
         seed=config["seed"],
         out=parent("manifest"),
+    resources:
+        **job_size("data"),
     log:
         f"{LOGS}/data/corpus.log",
-    conda:
-        "../../envs/loopkv.yaml"
     shell:
         "loopkv data-corpus --cfg {params.cfg:q} --seed {params.seed} --out {params.out} > {log} 2>&1"
 
@@ -29,10 +29,10 @@ rule tokenizer:
     params:
         cfg=cfg_json("data.tokenizer"),
         out=parent("manifest"),
+    resources:
+        **job_size("data"),
     log:
         f"{LOGS}/data/tokenizer.log",
-    conda:
-        "../../envs/loopkv.yaml"
     shell:
         "loopkv data-tokenizer --cfg {params.cfg:q} --train {input.train} --out {params.out} > {log} 2>&1"
 
@@ -52,10 +52,10 @@ rule task_data:
         out=parent("manifest"),
         corpus=parent("corpus"),
         tokenizer=parent("tokenizer"),
+    resources:
+        **job_size("data"),
     log:
         f"{LOGS}/data/task_{{task}}.log",
-    conda:
-        "../../envs/loopkv.yaml"
     shell:
         "loopkv data-task {wildcards.task} --cfg {params.cfg:q} --seed {params.seed}"
         " --corpus {params.corpus} --tokenizer {params.tokenizer} --out {params.out} > {log} 2>&1"

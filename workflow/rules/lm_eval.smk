@@ -11,10 +11,10 @@ rule bench_data:
         bench="|".join(BENCHMARK_NAMES),
     params:
         out=parent("manifest"),
+    resources:
+        **job_size("data"),
     log:
         f"{LOGS}/data/bench_{{bench}}.log",
-    conda:
-        "../../envs/loopkv.yaml"
     shell:
         "loopkv data-bench {wildcards.bench} --out {params.out} > {log} 2>&1"
 
@@ -40,17 +40,16 @@ rule lm_eval_shard:
         cache=R("lm_eval/request_cache"),
     threads: config["lm_eval"]["threads"]
     resources:
-        runtime=120,
-        mem_mb=more_memory_per_attempt(4000),
+        **job_size("eval"),
+        device=DEVICE,
+        gpu=MODEL_GPUS,
     log:
         f"{LOGS}/lm_eval/{{method}}_{{budget}}_{{task}}_{{shard}}of{{shards}}.log",
-    conda:
-        "../../envs/loopkv.yaml"
     shell:
         "loopkv lm-eval-shard --cfg {params.cfg:q} --seed {params.seed} --task loopkv_{wildcards.task}"
         " --data {params.data} --method {wildcards.method} --budget {wildcards.budget} --teacher {params.teacher}"
         " {params.model} --shard {wildcards.shard} --shards {wildcards.shards} --cache-dir {params.cache}"
-        " --out {output} --threads {threads} > {log} 2>&1"
+        " --out {output} --threads {threads} --device {resources.device} > {log} 2>&1"
 
 
 rule lm_eval_merge:
@@ -63,8 +62,6 @@ rule lm_eval_merge:
         task="[a-z0-9_]+",
     log:
         f"{LOGS}/lm_eval/{{method}}_{{budget}}_{{task}}_merge.log",
-    conda:
-        "../../envs/loopkv.yaml"
     shell:
         "loopkv lm-eval-merge {input} --out {output} > {log} 2>&1"
 
@@ -78,8 +75,6 @@ rule table7:
         tex=f"{REPORTS}/table7.tex",
     log:
         f"{LOGS}/report/table7.log",
-    conda:
-        "../../envs/loopkv.yaml"
     shell:
         "loopkv table7 --results {input} --pdf {output.pdf} --csv {output.csv} --tex {output.tex} > {log} 2>&1"
 
@@ -99,10 +94,10 @@ rule passkey_grid_data:
         out=parent("manifest"),
         corpus=parent("corpus"),
         tokenizer=parent("tokenizer"),
+    resources:
+        **job_size("data"),
     log:
         f"{LOGS}/data/passkey_grid.log",
-    conda:
-        "../../envs/loopkv.yaml"
     shell:
         "loopkv data-passkey-grid --cfg {params.cfg:q} --seed {params.seed} --corpus {params.corpus}"
         " --tokenizer {params.tokenizer} --out {params.out} > {log} 2>&1"
@@ -124,8 +119,6 @@ rule fig8:
         dpi=config["report"]["dpi"],
     log:
         f"{LOGS}/report/fig8.log",
-    conda:
-        "../../envs/loopkv.yaml"
     shell:
         "loopkv fig8 --data {input.data} --results {input.results} --reliable {params.reliable}"
         " --pdf {output.pdf} --png {output.png} --json {output.json} --dpi {params.dpi}"

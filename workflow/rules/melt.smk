@@ -24,20 +24,19 @@ rule melt_stage1:
         tasks=task_args({t: R(f"data/tasks/{t}") for t in MELT_TASKS}),
         out=parent("curve"),
         checkpoints=lambda w: R(f"melt/{w.recipe}/stage1/checkpoints"),
-    threads: config["melt"]["threads"]
+    threads: config["melt"]["threads"] * TRAIN_RANKS   # every rank's threads (the command splits them)
     resources:
-        runtime=240,
-        mem_mb=more_memory_per_attempt(8000),
+        **job_size("train"),
+        device=DEVICE,
+        nodes=1,                 # torchrun --standalone: every rank on one node
         ranks=TRAIN_RANKS,
         gpu=TRAIN_GPUS,
     log:
         f"{LOGS}/melt/{{recipe}}_stage1.log",
-    conda:
-        "../../envs/loopkv.yaml"
     shell:
         "loopkv melt-train --cfg {params.cfg:q} --seed {params.seed} --teacher {params.teacher}"
         " --corpus {params.corpus} {params.tasks} --out {params.out} --checkpoints {params.checkpoints}"
-        " --threads {threads} --ranks {resources.ranks} --no-progress > {log} 2>&1"
+        " --threads {threads} --ranks {resources.ranks} --no-progress --device {resources.device} > {log} 2>&1"
 
 
 rule melt_stage2:
@@ -59,20 +58,19 @@ rule melt_stage2:
         tasks=task_args({t: R(f"data/tasks/{t}") for t in MELT_TASKS}),
         out=parent("curve"),
         checkpoints=lambda w: R(f"melt/{w.recipe}/stage2/checkpoints"),
-    threads: config["melt"]["threads"]
+    threads: config["melt"]["threads"] * TRAIN_RANKS   # every rank's threads (the command splits them)
     resources:
-        runtime=240,
-        mem_mb=more_memory_per_attempt(8000),
+        **job_size("train"),
+        device=DEVICE,
+        nodes=1,                 # torchrun --standalone: every rank on one node
         ranks=TRAIN_RANKS,
         gpu=TRAIN_GPUS,
     log:
         f"{LOGS}/melt/{{recipe}}_stage2.log",
-    conda:
-        "../../envs/loopkv.yaml"
     shell:
         "loopkv melt-train --cfg {params.cfg:q} --seed {params.seed} --teacher {params.teacher}"
         " --init {params.init} --corpus {params.corpus} {params.tasks} --out {params.out}"
-        " --checkpoints {params.checkpoints} --threads {threads} --ranks {resources.ranks} --no-progress > {log} 2>&1"
+        " --checkpoints {params.checkpoints} --threads {threads} --ranks {resources.ranks} --no-progress --device {resources.device} > {log} 2>&1"
 
 
 rule melt_eval:
@@ -94,16 +92,15 @@ rule melt_eval:
         tasks=task_args({t: R(f"data/tasks/{t}") for t in TASKS}),
     threads: config["method_eval"]["threads"]
     resources:
-        runtime=60,
-        mem_mb=more_memory_per_attempt(4000),
+        **job_size("eval"),
+        device=DEVICE,
+        gpu=MODEL_GPUS,
     log:
         f"{LOGS}/melt/{{recipe}}_eval.log",
-    conda:
-        "../../envs/loopkv.yaml"
     shell:
         "loopkv method-eval --cfg {params.cfg:q} --seed {params.seed} --method melt --budget {params.budget}"
         " --teacher {params.teacher} --student {params.student} --corpus {params.corpus} {params.tasks}"
-        " --out {output.metrics} --samples {output.samples} --threads {threads} > {log} 2>&1"
+        " --out {output.metrics} --samples {output.samples} --threads {threads} --device {resources.device} > {log} 2>&1"
 
 
 rule melt_table:
@@ -123,8 +120,6 @@ rule melt_table:
         train_max=max(config["data"]["tasks"]["passkey"]["train_lengths"]),
     log:
         f"{LOGS}/report/melt_table{{which}}.log",
-    conda:
-        "../../envs/loopkv.yaml"
     shell:
         "loopkv melt-table --which {wildcards.which} --recipes {params.recipes:q} {params.cells} {params.curves}"
         " --passkey-train-max {params.train_max} --pdf {output.pdf} --csv {output.csv} --tex {output.tex}"
@@ -144,8 +139,6 @@ rule melt_vs_lla:
         train_max=max(config["data"]["tasks"]["passkey"]["train_lengths"]),
     log:
         f"{LOGS}/report/melt_vs_lla.log",
-    conda:
-        "../../envs/loopkv.yaml"
     shell:
         "loopkv melt-vs-lla --teacher-cell {input.teacher} --melt-cell {input.melt} --cells {input.cells}"
         " --passkey-train-max {params.train_max} --pdf {output.pdf} --csv {output.csv} --tex {output.tex}"
@@ -171,15 +164,14 @@ rule melt_memory:
         codecs=" ".join(f"--codec {m}={R(f'distill/{m}/{MELT_BUDGET}/codec.pt')}" for m in MEMORY_CODECS),
     threads: config["melt"]["threads"]
     resources:
-        runtime=60,
-        mem_mb=more_memory_per_attempt(8000),
+        **job_size("eval"),
+        device=DEVICE,
+        gpu=MODEL_GPUS,
     log:
         f"{LOGS}/melt/memory.log",
-    conda:
-        "../../envs/loopkv.yaml"
     shell:
         "loopkv melt-memory --cfg {params.cfg:q} --teacher {params.teacher} --student {params.student}"
-        " --budget {params.budget} {params.codecs} --out {output} --threads {threads} > {log} 2>&1"
+        " --budget {params.budget} {params.codecs} --out {output} --threads {threads} --device {resources.device} > {log} 2>&1"
 
 
 rule fig_memory:
@@ -193,8 +185,6 @@ rule fig_memory:
         dpi=config["report"]["dpi"],
     log:
         f"{LOGS}/report/fig_memory.log",
-    conda:
-        "../../envs/loopkv.yaml"
     shell:
         "loopkv fig-memory --memory {input} --pdf {output.pdf} --png {output.png} --json {output.json}"
         " --dpi {params.dpi} > {log} 2>&1"

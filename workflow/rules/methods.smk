@@ -24,21 +24,20 @@ rule distill:
         corpus=parent("corpus"),
         tasks=task_args({t: R(f"data/tasks/{t}") for t in DISTILL_TASKS}),
         checkpoints=lambda w: R(f"distill/{w.method}/{w.budget}/checkpoints"),
-    threads: config["distill"]["threads"]
+    threads: config["distill"]["threads"] * TRAIN_RANKS   # every rank's threads (the command splits them)
     resources:
-        runtime=120,
-        mem_mb=more_memory_per_attempt(8000),
+        **job_size("train"),
+        device=DEVICE,
+        nodes=1,                 # torchrun --standalone: every rank on one node
         ranks=TRAIN_RANKS,
         gpu=TRAIN_GPUS,
     log:
         f"{LOGS}/distill/{{method}}_{{budget}}.log",
-    conda:
-        "../../envs/loopkv.yaml"
     shell:
         "loopkv distill --cfg {params.cfg:q} --seed {params.seed} --method {wildcards.method}"
         " --budget {wildcards.budget} --teacher {params.teacher} --calibration {input.calibration}"
         " --corpus {params.corpus} {params.tasks} --out {output.codec} --curve {output.curve}"
-        " --checkpoints {params.checkpoints} --threads {threads} --ranks {resources.ranks} --no-progress > {log} 2>&1"
+        " --checkpoints {params.checkpoints} --threads {threads} --ranks {resources.ranks} --no-progress --device {resources.device} > {log} 2>&1"
 
 
 rule method_eval:
@@ -59,14 +58,13 @@ rule method_eval:
         codec=lambda w, input: f"--codec {input.codec}" if "codec" in input.keys() else "",
     threads: config["method_eval"]["threads"]
     resources:
-        runtime=60,
-        mem_mb=more_memory_per_attempt(4000),
+        **job_size("eval"),
+        device=DEVICE,
+        gpu=MODEL_GPUS,
     log:
         f"{LOGS}/methods/{{method}}_{{budget}}.log",
-    conda:
-        "../../envs/loopkv.yaml"
     shell:
         "loopkv method-eval --cfg {params.cfg:q} --seed {params.seed} --method {wildcards.method}"
         " --budget {wildcards.budget} --teacher {params.teacher} {params.codec}"
         " --corpus {params.corpus} {params.tasks} --out {output.metrics} --samples {output.samples}"
-        " --threads {threads} > {log} 2>&1"
+        " --threads {threads} --device {resources.device} > {log} 2>&1"

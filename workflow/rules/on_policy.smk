@@ -20,21 +20,20 @@ rule distill_on_policy:
         corpus=parent("corpus"),
         prompts=" ".join(f"--prompts {t}={R(f'data/tasks/{t}')}" for t in config["on_policy"]["prompts"]),
         checkpoints=lambda w: R(f"on_policy/{w.method}/{w.budget}/checkpoints"),
-    threads: config["on_policy"]["threads"]
+    threads: config["on_policy"]["threads"] * TRAIN_RANKS   # every rank's threads (the command splits them)
     resources:
-        runtime=120,
-        mem_mb=more_memory_per_attempt(8000),
+        **job_size("train"),
+        device=DEVICE,
+        nodes=1,                 # torchrun --standalone: every rank on one node
         ranks=TRAIN_RANKS,
         gpu=TRAIN_GPUS,
     log:
         f"{LOGS}/on_policy/{{method}}_{{budget}}.log",
-    conda:
-        "../../envs/loopkv.yaml"
     shell:
         "loopkv distill-on-policy --cfg {params.cfg:q} --seed {params.seed} --method {wildcards.method}"
         " --budget {wildcards.budget} --teacher {params.teacher} --init {input.init} --corpus {params.corpus}"
         " {params.prompts} --out {output.codec} --curve {output.curve} --checkpoints {params.checkpoints}"
-        " --threads {threads} --ranks {resources.ranks} --no-progress > {log} 2>&1"
+        " --threads {threads} --ranks {resources.ranks} --no-progress --device {resources.device} > {log} 2>&1"
 
 
 rule on_policy_eval:
@@ -54,17 +53,16 @@ rule on_policy_eval:
         tasks=task_args({t: R(f"data/tasks/{t}") for t in TASKS}),
     threads: config["method_eval"]["threads"]
     resources:
-        runtime=60,
-        mem_mb=more_memory_per_attempt(4000),
+        **job_size("eval"),
+        device=DEVICE,
+        gpu=MODEL_GPUS,
     log:
         f"{LOGS}/on_policy/{{method}}_{{budget}}_eval.log",
-    conda:
-        "../../envs/loopkv.yaml"
     shell:
         "loopkv method-eval --cfg {params.cfg:q} --seed {params.seed} --method {wildcards.method}"
         " --budget {wildcards.budget} --teacher {params.teacher} --codec {input.codec}"
         " --corpus {params.corpus} {params.tasks} --out {output.metrics} --samples {output.samples}"
-        " --threads {threads} > {log} 2>&1"
+        " --threads {threads} --device {resources.device} > {log} 2>&1"
 
 
 rule table4_fig7:
@@ -88,8 +86,6 @@ rule table4_fig7:
         dpi=config["report"]["dpi"],
     log:
         f"{LOGS}/report/table4_fig7.log",
-    conda:
-        "../../envs/loopkv.yaml"
     shell:
         "loopkv table4-fig7 --teacher-samples {input.teacher} --off {input.off} --on {input.on}"
         " --off-curves {input.off_curves} --on-curves {input.on_curves} --bin-tokens {params.bins} --dpi {params.dpi}"

@@ -13,8 +13,6 @@ rule table1:
         train_max=max(config["data"]["tasks"]["passkey"]["train_lengths"]),
     log:
         f"{LOGS}/report/table1.log",
-    conda:
-        "../../envs/loopkv.yaml"
     shell:
         "loopkv table1 --cells {input.cells} --curves {input.curves} --passkey-train-max {params.train_max}"
         " --pdf {output.pdf}"

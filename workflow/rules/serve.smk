@@ -9,14 +9,13 @@ rule serve_bench:
         cfg=serve_cfg(),
     threads: config["serve"]["threads"]
     resources:
-        runtime=60,
-        mem_mb=more_memory_per_attempt(8000),
+        **job_size("serve"),
+        device=DEVICE,
+        gpu=MODEL_GPUS,
     log:
         f"{LOGS}/serve/serving.log",
-    conda:
-        "../../envs/loopkv.yaml"
     shell:
-        "loopkv serve-bench --cfg {params.cfg:q} --out {output} > {log} 2>&1"
+        "loopkv serve-bench --cfg {params.cfg:q} --out {output} --device {resources.device} > {log} 2>&1"
 
 
 rule kernel_bench:
@@ -26,14 +25,13 @@ rule kernel_bench:
         cfg=kernel_cfg(),
     threads: config["serve"]["threads"]
     resources:
-        runtime=60,
-        mem_mb=more_memory_per_attempt(16000),
+        **job_size("serve"),
+        device=DEVICE,
+        gpu=MODEL_GPUS,
     log:
         f"{LOGS}/serve/kernel.log",
-    conda:
-        "../../envs/loopkv.yaml"
     shell:
-        "loopkv kernel-bench --cfg {params.cfg:q} --out {output} > {log} 2>&1"
+        "loopkv kernel-bench --cfg {params.cfg:q} --out {output} --device {resources.device} > {log} 2>&1"
 
 
 rule table5:
@@ -45,8 +43,6 @@ rule table5:
         tex=f"{REPORTS}/table5.tex",
     log:
         f"{LOGS}/report/table5.log",
-    conda:
-        "../../envs/loopkv.yaml"
     shell:
         "loopkv table5 --result {input} --pdf {output.pdf} --csv {output.csv} --tex {output.tex} > {log} 2>&1"
 
@@ -61,7 +57,5 @@ rule table13:
         tex=f"{REPORTS}/table13.tex",
     log:
         f"{LOGS}/report/table13.log",
-    conda:
-        "../../envs/loopkv.yaml"
     shell:
         "loopkv table13 --result {input} --pdf {output.pdf} --csv {output.csv} --tex {output.tex} > {log} 2>&1"

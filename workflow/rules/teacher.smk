@@ -22,16 +22,16 @@ if not pretrained():
             checkpoints=R("teacher/checkpoints"),
         threads: config["teacher"]["threads"]
         resources:
-            runtime=240,
-            mem_mb=more_memory_per_attempt(8000),
+            **job_size("train"),
+            device=DEVICE,
+            gpu=MODEL_GPUS,
+            nodes=1,                 # torchrun --standalone: every rank on one node
         log:
             f"{LOGS}/teacher/pretrain.log",
-        conda:
-            "../../envs/loopkv.yaml"
         shell:
             "loopkv teacher-pretrain --cfg {params.cfg:q} --seed {params.seed}"
             " --corpus {params.corpus} --tokenizer {params.tokenizer} {params.tasks}"
-            " --out {params.out} --checkpoints {params.checkpoints} > {log} 2>&1"
+            " --out {params.out} --checkpoints {params.checkpoints} --device {resources.device} > {log} 2>&1"
 
 
 rule teacher_eval:
@@ -50,13 +50,12 @@ rule teacher_eval:
         tasks=task_args({t: R(f"data/tasks/{t}") for t in TASKS}),
     threads: config["teacher_eval"]["threads"]
     resources:
-        runtime=60,
-        mem_mb=more_memory_per_attempt(4000),
+        **job_size("eval"),
+        device=DEVICE,
+        gpu=MODEL_GPUS,
     log:
         f"{LOGS}/teacher/eval.log",
-    conda:
-        "../../envs/loopkv.yaml"
     shell:
         "loopkv teacher-eval --cfg {params.cfg:q} --seed {params.seed} --teacher {params.teacher}"
         " --corpus {params.corpus} {params.tasks} --out {output.metrics} --samples {output.samples}"
-        " > {log} 2>&1"
+        " --device {resources.device} > {log} 2>&1"

@@ -6,6 +6,8 @@ Two products, because paper scale cannot keep raw activations (Ouro-1.4B: 393k v
   products in float64. The SVD initialisation needs exactly these (mean and centred covariance);
 - a seeded random sample of whole tokens, (K|V, n, D, H, T, d_head), for the per-axis spectra,
   variance decomposition and convergence diagnostics.
+Moments accumulate on the model's device (at Ouro-1.4B the per_loop outer products are 6 GB of
+float64 updated every batch); the sample and the saved state are on the host.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import torch
 
 from loopkv.cache.capture import CaptureCache
 from loopkv.cache.latent_codec import LAYOUTS, to_vectors
+from loopkv.utils.device import model_device
 
 
 @torch.no_grad()
@@ -25,6 +28,9 @@ def capture_kv(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | No
     def sink(loop, layer, k, v):
         keys[loop, layer], values[loop, layer] = k.float(), v.float()
 
+    device = model_device(model)
+    input_ids = input_ids.to(device)
+    attention_mask = None if attention_mask is None else attention_mask.to(device)
     model(input_ids, attention_mask=attention_mask, cache=CaptureCache(config, sink), use_cache=False)
 
     def assemble(store):
@@ -33,6 +39,10 @@ def capture_kv(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | No
         return torch.stack(per_layer, dim=1).permute(0, 3, 1, 2, 4, 5).contiguous()
 
     return assemble(keys), assemble(values)
+
+
+def _host(t: torch.Tensor | None) -> torch.Tensor | None:
+    return None if t is None else t.cpu()
 
 
 class Moments:
@@ -47,8 +57,8 @@ class Moments:
         """vec (N, G, X)."""
         x = vec.double().transpose(0, 1)                                   # (G, N, X)
         if self.total is None:
-            self.total = torch.zeros(x.shape[0], x.shape[2], dtype=torch.float64)
-            self.outer = torch.zeros(x.shape[0], x.shape[2], x.shape[2], dtype=torch.float64)
+            self.total = torch.zeros(x.shape[0], x.shape[2], dtype=torch.float64, device=x.device)
+            self.outer = torch.zeros(x.shape[0], x.shape[2], x.shape[2], dtype=torch.float64, device=x.device)
         self.total += x.sum(1)
         self.outer += x.transpose(1, 2) @ x
         self.count += vec.shape[0]
@@ -62,7 +72,7 @@ class Moments:
         return self.outer / self.count - mu[:, :, None] * mu[:, None, :]
 
     def state(self) -> dict:
-        return {"count": self.count, "total": self.total, "outer": self.outer}
+        return {"count": self.count, "total": _host(self.total), "outer": _host(self.outer)}
 
     @classmethod
     def from_state(cls, state: dict) -> "Moments":
@@ -85,7 +95,8 @@ class Calibration:
             for kind, x in (("k", k), ("v", v)):
                 self.moments[layout, kind].add(to_vectors(x, LAYOUTS[layout]))
         if sample is not None and len(sample):
-            self.samples.append(torch.stack([k[sample], v[sample]]).to(torch.float16))
+            sample = sample.to(k.device)
+            self.samples.append(torch.stack([k[sample], v[sample]]).to(torch.float16).cpu())
 
     def sample_tensor(self) -> torch.Tensor:
         """(2, n, D, H, T, dh): sampled tokens' K (index 0) and V (index 1)."""

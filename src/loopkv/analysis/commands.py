@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loopkv.cli_args import json_arg, named_path
+from loopkv.cli_args import add_device_arg, json_arg, named_path
 from loopkv.utils.atomic import atomic_path, write_json
 from loopkv.utils.provenance import Provenance
 
@@ -18,6 +18,7 @@ def register(sub) -> None:
     p.add_argument("--task", type=named_path, action="append", default=[], help="NAME=DIR with train.jsonl")
     p.add_argument("--out", required=True, help="calibration state (.pt)")
     p.add_argument("--manifest", required=True, help="JSON: stats and provenance")
+    add_device_arg(p)
     p.set_defaults(func=_calibrate)
 
     p = sub.add_parser("cross-loop-structure", help="spectra, variance split, convergence (LLA Figure 2)")
@@ -39,6 +40,7 @@ def _calibrate(args) -> None:
     from loopkv.data.tokenizer import load_tokenizer
     from loopkv.models.loading import load_teacher
     from loopkv.train.mixture import Mixture, encode_text, load_task_examples
+    from loopkv.utils.device import resolve_device
     from loopkv.utils.seeding import derive_seed
 
     cfg = args.cfg["calibration"]
@@ -46,7 +48,7 @@ def _calibrate(args) -> None:
     task_dirs = dict(args.task)
     prov = Provenance(args.cfg, args.seed, {"teacher": args.teacher, "corpus": args.corpus,
                                             **{f"task:{k}": v for k, v in task_dirs.items()}})
-    model = load_teacher(args.teacher, args.cfg["model"]["dtype"])
+    model = load_teacher(args.teacher, args.cfg["model"]["dtype"], resolve_device(args.device))
     tokenizer = load_tokenizer(args.teacher)
     # held-out corpus text and the tasks' training examples: never the test items
     corpus = encode_text(tokenizer, Path(args.corpus, "val.txt").read_text())

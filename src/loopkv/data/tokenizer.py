@@ -33,21 +33,31 @@ def train_tokenizer(cfg: dict, train_txt, out_dir) -> dict:
 
 
 def load_tokenizer(path):
-    """The saved tokenizer as a PreTrainedTokenizerFast, left-padded (generation batches)."""
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+    """The saved tokenizer exactly as its tokenizer.json defines it, left-padded (generation batches).
 
+    Read as a PreTrainedTokenizerFast, never through AutoTokenizer: under transformers 5, AutoTokenizer
+    on a checkpoint whose tokenizer_config names a slow class (GPT2Tokenizer, as Ouro's does) rebuilds
+    that class's own pre-tokenizer and drops tokenizer.json's (e.g. its digit splitting)."""
     path = Path(path)
-    if not (path / "tokenizer.json").is_file() and not (path / "tokenizer_config.json").is_file():
-        raise LoopKVError(f"no tokenizer in {path} (expected tokenizer.json from `loopkv data-tokenizer`)")
-    tokenizer = AutoTokenizer.from_pretrained(str(path))
-    if not isinstance(tokenizer, PreTrainedTokenizerFast):
-        raise LoopKVError(f"{path}: loopkv needs a fast (tokenizers-backed) tokenizer, got {type(tokenizer).__name__}")
+    if not (path / "tokenizer.json").is_file():
+        raise LoopKVError(f"no tokenizer.json in {path} (loopkv reads tokenizers-format tokenizers: "
+                          "`loopkv data-tokenizer` writes one, real Ouro checkpoints ship one)")
+    tokenizer = _fast_tokenizer(path)
     tokenizer.padding_side = "left"
     return tokenizer
 
 
+def _fast_tokenizer(path: Path):
+    from transformers import PreTrainedTokenizerFast
+
+    try:
+        return PreTrainedTokenizerFast.from_pretrained(str(path))
+    except (OSError, ValueError, TypeError) as e:
+        raise LoopKVError(f"{path}: cannot load its tokenizer.json ({type(e).__name__}: {e})") from e
+
+
 def _train_bpe(cfg: dict, train_txt: Path):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
     minimum = _BYTE_ALPHABET + len(SPECIAL_TOKENS)
@@ -59,6 +69,10 @@ def _train_bpe(cfg: dict, train_txt: Path):
         pre_tokenizers.ByteLevel(add_prefix_space=False),
     ])
     tokenizer.decoder = decoders.ByteLevel()
+    # a prompt starts with <bos>, as the tiny teacher is trained (train/mixture.py: encode_prompt adds
+    # whatever the tokenizer's own post-processor adds; a real checkpoint's may add nothing)
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="<bos> $A", pair="<bos> $A $B", special_tokens=[("<bos>", SPECIAL_TOKENS.index("<bos>"))])
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         special_tokens=list(SPECIAL_TOKENS),         # listed first, so they take ids 0, 1, 2
@@ -78,17 +92,14 @@ def _train_bpe(cfg: dict, train_txt: Path):
 
 
 def _load_pretrained(cfg: dict):
-    from transformers import AutoTokenizer
-
     path = cfg.get("path")
     if not path or not Path(str(path)).is_dir():
         raise LoopKVError(f"{SECTION}.path must name an existing tokenizer directory when {SECTION}.kind is "
                           f"'pretrained', got {path!r}")
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(path), use_fast=True)
-    except (OSError, ValueError) as e:
-        raise LoopKVError(f"{SECTION}.path: cannot load a tokenizer from {path}: {e}") from e
-    tokenizer.padding_side = "left"
+        tokenizer = load_tokenizer(path)   # as its tokenizer.json defines it (see load_tokenizer)
+    except LoopKVError as e:
+        raise LoopKVError(f"{SECTION}.path: {e}") from e
     if tokenizer.pad_token is None and tokenizer.eos_token is not None:
         # left-padded batches need a pad id; its positions are masked, so reusing eos is harmless
         tokenizer.pad_token = tokenizer.eos_token

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loopkv.cli_args import json_arg, named_path
+from loopkv.cli_args import add_device_arg, json_arg, named_path
 from loopkv.utils.atomic import write_json
 from loopkv.utils.provenance import Provenance
 
@@ -17,6 +17,7 @@ def register(sub) -> None:
     p.add_argument("--task", type=named_path, action="append", default=[], help="NAME=DIR with test.jsonl")
     p.add_argument("--out", required=True, help="metrics JSON")
     p.add_argument("--samples", help="per-sample JSON (generations, correctness)")
+    add_device_arg(p)
     p.set_defaults(func=_teacher_eval)
 
     p = sub.add_parser("method-eval", help="quality of a KV method at a budget, streaming through its own cache")
@@ -32,6 +33,7 @@ def register(sub) -> None:
     p.add_argument("--out", required=True, help="metrics JSON")
     p.add_argument("--samples", help="per-sample JSON (generations, correctness)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (not part of the result)")
+    add_device_arg(p)
     p.set_defaults(func=_method_eval)
 
 
@@ -44,6 +46,7 @@ def register(sub) -> None:
                    help="METHOD=codec.pt for each codec method compared")
     p.add_argument("--out", required=True, help="memory JSON")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (not part of the result)")
+    add_device_arg(p)
     p.set_defaults(func=_melt_memory)
 
 
@@ -53,9 +56,12 @@ def _melt_memory(args) -> None:
     from loopkv.cache.settings import CODEC_METHODS
     from loopkv.errors import LoopKVError
     from loopkv.eval.memory import bytes_over_loops, measure
+    from loopkv.utils.device import describe
     from loopkv.models.loading import load_teacher
     from loopkv.models.melt_model import load_melt
+    from loopkv.utils.device import resolve_device
 
+    device = resolve_device(args.device)
     cfg, methods_cfg, dtype = args.cfg["melt"], args.cfg["methods"], args.cfg["model"]["dtype"]
     torch.set_num_threads(args.threads)
     codecs = dict(args.codec)
@@ -64,18 +70,20 @@ def _melt_memory(args) -> None:
     missing = [m for m in cfg["memory_methods"] if m in CODEC_METHODS and m not in codecs]
     if missing:
         raise LoopKVError(f"codec methods {missing} need --codec METHOD=codec.pt")
-    teacher = load_teacher(args.teacher, dtype)
+    teacher = load_teacher(args.teacher, dtype, device)
     common = {"teacher": args.teacher, "student": args.student, "dtype": dtype, "methods_cfg": methods_cfg,
+              "device": args.device,
               "lengths": cfg["memory_lengths"], "batch": cfg["memory_batch"], "prompt_len": 8,
               "prompt_token": teacher.config.bos_token_id, "threads": args.threads}
     jobs = [{**common, "method": "full", "budget": "1x"},
             *({**common, "method": m, "budget": args.budget, "codec": codecs.get(m)} for m in cfg["memory_methods"])]
     curves = measure(jobs)
-    student = load_melt(args.student, dtype)
+    student = load_melt(args.student, dtype, device=device)
     loops = bytes_over_loops(teacher, student, [("full", "1x", methods_cfg)]
                              + [(m, args.budget, methods_cfg) for m in cfg["memory_methods"]],
                              cfg["memory_loops"], getattr(torch, methods_cfg["cache_dtype"]))
     write_json(args.out, {"curves": curves, "bytes_over_loops": loops, "compute_dtype": dtype,
+                          "device": describe(device),
                           "batch": cfg["memory_batch"], "prompt_tokens": common["prompt_len"],
                           "cache_dtype": methods_cfg["cache_dtype"], "provenance": prov.block()})
 
@@ -86,6 +94,7 @@ def _teacher_eval(args) -> None:
     from loopkv.data.tokenizer import load_tokenizer
     from loopkv.eval.quality import evaluate_quality
     from loopkv.models.loading import load_teacher
+    from loopkv.utils.device import resolve_device
     from loopkv.utils.seeding import derive_seed, seed_everything
 
     cfg = args.cfg["teacher_eval"]
@@ -94,7 +103,7 @@ def _teacher_eval(args) -> None:
     task_dirs = dict(args.task)
     prov = Provenance(args.cfg, args.seed, {"teacher": args.teacher, "corpus": args.corpus,
                                             **{f"task:{k}": v for k, v in task_dirs.items()}})
-    model = load_teacher(args.teacher, args.cfg["model"]["dtype"])
+    model = load_teacher(args.teacher, args.cfg["model"]["dtype"], resolve_device(args.device))
     tokenizer = load_tokenizer(args.teacher)
     metrics, samples = evaluate_quality(model, tokenizer, args.corpus, task_dirs, cfg, cfg["seq_len"])
     metrics["kv_method"] = "full"
@@ -113,6 +122,7 @@ def _method_eval(args) -> None:
     from loopkv.eval.method_model import load_method_model
     from loopkv.eval.quality import evaluate_quality
     from loopkv.train.mixture import encode_text, heldout_windows
+    from loopkv.utils.device import resolve_device
     from loopkv.utils.seeding import derive_seed, seed_everything
 
     cfg, methods_cfg = args.cfg["method_eval"], args.cfg["methods"]
@@ -126,7 +136,8 @@ def _method_eval(args) -> None:
     prov = Provenance({**args.cfg, "method": args.method, "budget": args.budget}, args.seed, inputs)
     # MELT is a model variant: its own weights, read through its own cache, scored against the teacher
     served = load_method_model(args.teacher, args.method, args.budget, methods_cfg, args.cfg["model"]["dtype"],
-                               codec_path=args.codec, student_dir=args.student)
+                               codec_path=args.codec, student_dir=args.student,
+                               device=resolve_device(args.device))
     model, student, tokenizer, setting = served.teacher, served.model, served.tokenizer, served.setting
     factory, cache_dtype = served.cache_factory, getattr(torch, methods_cfg["cache_dtype"])
 

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from loopkv.eval.generation import CacheFactory, streamed_logits
 from loopkv.train.objectives import distribution_match
+from loopkv.utils.device import model_device
 
 
 @torch.no_grad()
@@ -21,7 +22,7 @@ def teacher_fidelity(model, windows: torch.Tensor, batch_size: int, cache_factor
     student.eval()
     kl, top1, nll = [], [], {"teacher": [], "method": []}
     for i in range(0, len(windows), batch_size):
-        rows = windows[i:i + batch_size]
+        rows = windows[i:i + batch_size].to(model_device(model))
         teacher = model(rows, use_cache=False).logits
         method = streamed_logits(student, rows, cache_factory(), prefill=1)
         match = distribution_match(teacher[:, 1:], method[:, 1:])

@@ -7,48 +7,81 @@ from typing import Callable
 import torch
 
 from loopkv.cache import LoopCache, make_cache
+from loopkv.utils.device import model_device
 
 CacheFactory = Callable[[], LoopCache]
 
 
-def left_pad(sequences: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+def left_pad(sequences: list[list[int]], pad_id: int, device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """(ids, mask) of left-padded rows, built on the host and moved to `device` in one copy each."""
     width = max(len(s) for s in sequences)
     ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(sequences), width), dtype=torch.long)
     for i, s in enumerate(sequences):
         ids[i, width - len(s):] = torch.tensor(s, dtype=torch.long)
         mask[i, width - len(s):] = 1
-    return ids, mask
+    return ids.to(device), mask.to(device)
+
+
+def _ids(value) -> list[int]:
+    return [] if value is None else [int(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
+
+
+def end_of_generation_ids(model, tokenizer=None) -> list[int]:
+    """Token ids that end a generation, as the checkpoint ships them: its config's eos, its
+    generation_config's (a list in some checkpoints), the tokenizer's eos, and the token its chat
+    template closes an assistant turn with (Ouro's -Thinking checkpoints end turns with <|im_end|>
+    while their config says eos 0). The tiny teacher has only its <eos>."""
+    ids = _ids(model.config.eos_token_id) + _ids(getattr(getattr(model, "generation_config", None), "eos_token_id", None))
+    if tokenizer is not None:
+        ids += _ids(tokenizer.eos_token_id) + _ids(turn_end_id(tokenizer))
+    return sorted(set(ids))
+
+
+def turn_end_id(tokenizer) -> int | None:
+    """The special token the tokenizer's chat template puts right after an assistant message, if any."""
+    if not getattr(tokenizer, "chat_template", None):
+        return None
+    marker = "loopkv-turn-marker"
+    try:
+        text = tokenizer.apply_chat_template([{"role": "user", "content": "q"}, {"role": "assistant", "content": marker}],
+                                             tokenize=False)
+    except Exception:   # a template that needs other roles or variables: no turn end to take
+        return None
+    after = text[text.find(marker) + len(marker):] if marker in text else ""
+    ids = tokenizer.encode(after, add_special_tokens=False)
+    return ids[0] if ids and ids[0] in tokenizer.all_special_ids + list(tokenizer.added_tokens_decoder) else None
 
 
 @torch.no_grad()
 def greedy_generate(model, prompts: list[list[int]], max_new_tokens: int, batch_size: int,
-                    cache_factory: CacheFactory | None = None, eos_id: int | None = None,
+                    cache_factory: CacheFactory | None = None, eos_id: int | list[int] | None = None,
                     temperature: float = 0.0, stop_strings: list[str] | None = None,
                     tokenizer=None) -> list[list[int]]:
     """New token ids per prompt (eos and anything after it removed). Prompts are sorted by length
     into batches to keep padding small; results come back in input order. temperature > 0 samples
-    instead (from torch's global generator: seed it first for a reproducible draw). `stop_strings`
-    (with `tokenizer`) end a row once its text holds one: the tokens up to there are unchanged, the
-    caller cuts the text at the stop string."""
+    instead (from torch's global generator: seed it first for a reproducible draw). A row ends at any
+    of `eos_id` (default: end_of_generation_ids). `stop_strings` (with `tokenizer`) end a row once
+    its text holds one: the tokens up to there are unchanged, the caller cuts the text at the stop string."""
     model.eval()
     if cache_factory is None:
         cache_factory = lambda: make_cache(model.config.kv_method, model.config)  # noqa: E731
-    eos_id = model.config.eos_token_id if eos_id is None else eos_id
+    ends = end_of_generation_ids(model, tokenizer) if eos_id is None else _ids(eos_id)
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     results: list[list[int] | None] = [None] * len(prompts)
     for start in range(0, len(order), batch_size):
         chunk = order[start:start + batch_size]
-        ids, mask = left_pad([prompts[i] for i in chunk], model.config.pad_token_id)
+        ids, mask = left_pad([prompts[i] for i in chunk], model.config.pad_token_id, model_device(model))
         out = model.generate(
             input_ids=ids, attention_mask=mask, cache=cache_factory(), max_new_tokens=max_new_tokens,
-            eos_token_id=eos_id, pad_token_id=model.config.pad_token_id,
+            eos_token_id=ends if len(ends) > 1 else ends[0], pad_token_id=model.config.pad_token_id,
             **({"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if temperature > 0
                else {"do_sample": False}),
             **({"stop_strings": list(stop_strings), "tokenizer": tokenizer} if stop_strings else {}),
         )
         for row, i in zip(out[:, ids.shape[1]:].tolist(), chunk):
-            results[i] = row[:row.index(eos_id)] if eos_id in row else row
+            end = next((j for j, t in enumerate(row) if t in ends), len(row))
+            results[i] = row[:end]
     return results
 
 
@@ -79,21 +112,23 @@ def continuation_scores(model, contexts: list[list[int]], continuations: list[li
 
 
 def _scores_one_forward(model, ctx, cont) -> list[float]:
-    ids, mask = left_pad([c + k for c, k in zip(ctx, cont)], model.config.pad_token_id)
+    ids, mask = left_pad([c + k for c, k in zip(ctx, cont)], model.config.pad_token_id, model_device(model))
     logp = torch.log_softmax(model(ids, attention_mask=mask, use_cache=False).logits.float(), -1)
+    ids = ids.cpu()
     width = ids.shape[1]
     out = []
     for row, k in enumerate(cont):
         positions = torch.arange(width - len(k), width)
         targets = ids[row, positions]
-        greedy = bool((logp[row, positions - 1].argmax(-1) == targets).all())
-        out.append((float(logp[row, positions - 1, targets].sum()), greedy))
+        picked = logp[row, (positions - 1).to(logp.device)].cpu()     # (len(k), V) rows to the host
+        greedy = bool((picked.argmax(-1) == targets).all())
+        out.append((float(picked[torch.arange(len(k)), targets].sum()), greedy))
     return out
 
 
 def _scores_streamed(model, ctx, cont, cache) -> list[float]:
-    pad = model.config.pad_token_id
-    ids, mask = left_pad(ctx, pad)
+    pad, device = model.config.pad_token_id, model_device(model)
+    ids, mask = left_pad(ctx, pad, device)
     width = max(len(k) for k in cont)
     # continuations right-padded: a row's pads come after its real tokens, so nothing real reads them
     cont_ids = torch.full((len(cont), width), pad, dtype=torch.long)
@@ -101,9 +136,10 @@ def _scores_streamed(model, ctx, cont, cache) -> list[float]:
     for i, k in enumerate(cont):
         cont_ids[i, :len(k)] = torch.tensor(k, dtype=torch.long)
         cont_mask[i, :len(k)] = 1
+    cont_ids, cont_mask = cont_ids.to(device), cont_mask.to(device)
     logits = model(ids, attention_mask=mask, cache=cache).logits[:, -1]
-    total = torch.zeros(len(cont), dtype=torch.float64)
-    greedy = torch.ones(len(cont), dtype=torch.bool)
+    total = torch.zeros(len(cont), dtype=torch.float64, device=device)
+    greedy = torch.ones(len(cont), dtype=torch.bool, device=device)
     for j in range(width):
         logp_all = torch.log_softmax(logits.float(), -1)
         logp = logp_all.gather(1, cont_ids[:, j:j + 1])[:, 0]
@@ -119,6 +155,7 @@ def _scores_streamed(model, ctx, cont, cache) -> list[float]:
 def streamed_logits(model, ids: torch.Tensor, cache, prefill: int = 1) -> torch.Tensor:
     """Logits for every position of unpadded rows `ids` (B, L): `prefill` tokens in one forward,
     then one token at a time through `cache` (as served). (B, L, V)."""
+    ids = ids.to(model_device(model))
     pieces = [model(ids[:, :prefill], cache=cache).logits]
     for i in range(prefill, ids.shape[1]):
         pieces.append(model(ids[:, i:i + 1], cache=cache).logits)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from loopkv.train.objectives import per_loop_cross_entropy
+from loopkv.utils.device import model_device
 
 
 @torch.no_grad()
@@ -14,7 +15,7 @@ def heldout_cross_entropy(model, windows: torch.Tensor, batch_size: int) -> dict
     total_expected = 0.0
     count = 0
     for i in range(0, len(windows), batch_size):
-        rows = windows[i:i + batch_size]
+        rows = windows[i:i + batch_size].to(model_device(model))
         out = model(rows[:, :-1], output_loop_logits=True, use_cache=False)
         ce = per_loop_cross_entropy(out.loop_logits, rows[:, 1:])          # (T, B, L)
         n = ce[0].numel()

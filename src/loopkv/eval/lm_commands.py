@@ -7,7 +7,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from loopkv.cli_args import json_arg, named_path
+from loopkv.cli_args import add_device_arg, json_arg, named_path
 from loopkv.utils.atomic import write_json
 from loopkv.utils.provenance import Provenance
 
@@ -40,6 +40,7 @@ def register(sub) -> None:
     p.add_argument("--cache-dir", help="lm-eval request cache folder of this model (kept between runs)")
     p.add_argument("--out", required=True, help="shard result JSON")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (not part of the result)")
+    add_device_arg(p)
     p.set_defaults(func=_lm_eval_shard)
 
     p = sub.add_parser("lm-eval-merge", help="the shards of one task into its result (equal to an unsharded run)")
@@ -92,6 +93,7 @@ def _lm_eval_shard(args) -> None:
     from loopkv.eval.lm_tasks import get_lm_task, task_config
     from loopkv.eval.method_model import load_method_model
     from loopkv.utils.atomic import read_jsonl
+    from loopkv.utils.device import resolve_device
     from loopkv.utils.seeding import derive_seed
 
     torch.set_num_threads(args.threads)
@@ -104,7 +106,8 @@ def _lm_eval_shard(args) -> None:
     prov = Provenance({**args.cfg, "task": args.task, "method": args.method, "budget": args.budget,
                        "shard": args.shard, "shards": args.shards}, args.seed, inputs)
     served = load_method_model(args.teacher, args.method, args.budget, args.cfg["methods"],
-                               args.cfg["model"]["dtype"], codec_path=args.codec, student_dir=args.student)
+                               args.cfg["model"]["dtype"], codec_path=args.codec, student_dir=args.student,
+                               device=resolve_device(args.device))
     lm = LoopKVLM(served=served, batch_size=args.cfg["lm_eval"]["batch_size"])
     cfg = task_config(args.task, args.data, settings.get("max_gen_toks"), served.tokenizer)
     total = len(read_jsonl(Path(args.data, "test.jsonl")))

@@ -6,11 +6,14 @@ task scored here and the same task scored directly give the same numbers:
   token by token (as method-eval scores every Table 1 cell, the teacher's own cache included);
 - loglikelihood_rolling: disjoint windows of the model's trained length, each scored the same way;
 - generate_until: greedy, batched, streamed through the method's cache, cut at eos and `until`.
-Contexts are tokenised with a leading BOS (as the model was trained); continuations without.
+Contexts are framed as the tokenizer frames a text (train/mixture.py encode_prompt: our tiny
+teacher's leading <bos>, nothing for Ouro's); continuations without special tokens.
 
 Command line: `loopkv lm-eval --model loopkv --model_args teacher=DIR,method=lla,budget=4x,codec=PT,config=YAML ...`.
 """
 from __future__ import annotations
+
+import warnings
 
 import torch
 from lm_eval.api.model import LM
@@ -28,9 +31,9 @@ class LoopKVLM(LM):
                  student: str | None = None, config: str | None = None, batch_size: int | str = 16,
                  max_length: int | str | None = None, threads: int | str | None = None,
                  served: MethodModel | None = None, methods_cfg: dict | None = None, dtype: str | None = None,
-                 **ignored):
+                 device: str | None = None, **ignored):
         super().__init__()
-        unknown = set(ignored) - {"device", "max_batch_size"}
+        unknown = set(ignored) - {"max_batch_size"}
         if unknown:
             raise LoopKVError(f"model loopkv: unknown argument(s) {sorted(unknown)}")
         if threads is not None:
@@ -47,8 +50,15 @@ class LoopKVLM(LM):
                 methods_cfg = loaded["methods"] if loaded else {"budgets": {}, "cache_dtype": "bfloat16",
                                                                "k_share": 0.375}
                 dtype = dtype or (loaded["model"]["dtype"] if loaded else "float32")
+            from loopkv.utils.device import resolve_device
+
+            # lm-eval's --device, else the same rule as every loopkv command; lm-eval's CLI passes
+            # cuda:0 by default, which (as lm-eval's own hf model does) falls back where there is no GPU
+            if device and str(device).startswith("cuda") and not torch.cuda.is_available():
+                warnings.warn(f"model loopkv: device {device} is not available here; using the CPU")
+                device = "cpu"
             served = load_method_model(teacher, method, budget, methods_cfg, dtype or "float32",
-                                       codec_path=codec, student_dir=student)
+                                       codec_path=codec, student_dir=student, device=resolve_device(device))
         self.served = served
         self.tokenizer = served.tokenizer
         self.batch_size = int(batch_size) if str(batch_size).isdigit() else 16

@@ -3,7 +3,8 @@
 Each method decodes in a fresh process (process memory is a high-water mark), greedy, one token at
 a time through its own cache, and at each checkpoint length records the bytes its cache holds
 (allocated tensors, in the compute dtype), the same count at the configured cache dtype from the
-method's formula, and the process's resident and peak resident memory (VmRSS / VmHWM).
+method's formula, and the memory of the device it decodes on: on the CPU the process's resident and
+peak resident memory (VmRSS / VmHWM), on a GPU the CUDA allocator's allocated and peak bytes.
 """
 from __future__ import annotations
 
@@ -13,22 +14,38 @@ import time
 
 import torch
 
+from loopkv.utils.device import model_device
 
-def process_memory() -> dict:
-    """Resident and peak resident bytes of this process (Linux /proc)."""
+
+MEASURES = {"cpu": "process RSS (VmRSS / VmHWM)", "cuda": "CUDA allocator (memory_allocated / max_memory_allocated)"}
+
+
+def memory_measure(device: torch.device) -> str:
+    """What `device_memory` reads on this device: the host process's memory unless it is a GPU."""
+    return MEASURES["cuda" if device.type == "cuda" else "cpu"]
+
+
+def device_memory(device: torch.device = torch.device("cpu")) -> dict:
+    """Bytes in use and their high-water mark where the model computes: the CUDA allocator's on a
+    GPU, else this process's resident memory (Linux /proc)."""
+    if device.type == "cuda":
+        return {"memory_bytes": torch.cuda.memory_allocated(device),
+                "peak_memory_bytes": torch.cuda.max_memory_allocated(device)}
     fields = {}
     with open("/proc/self/status") as f:
         for line in f:
             if line.startswith(("VmRSS:", "VmHWM:")):
                 name, value, _unit = line.split()
                 fields[name[:-1]] = int(value) * 1024
-    return {"rss_bytes": fields["VmRSS"], "peak_rss_bytes": fields["VmHWM"]}
+    return {"memory_bytes": fields["VmRSS"], "peak_memory_bytes": fields["VmHWM"]}
 
 
 @torch.no_grad()
 def decode_memory_curve(model, cache, prompt: torch.Tensor, lengths: list[int], cache_dtype: torch.dtype) -> list[dict]:
     """Greedy decode past every length in `lengths` (generated tokens); one record per length."""
     model.eval()
+    device = model_device(model)
+    prompt = prompt.to(device)
     logits = model(prompt, cache=cache).logits[:, -1]
     points, generated, start = [], 0, time.perf_counter()
     for target in sorted(lengths):
@@ -39,7 +56,7 @@ def decode_memory_curve(model, cache, prompt: torch.Tensor, lengths: list[int], 
         points.append({"generated": generated, "cached_tokens": tokens,
                        "cache_allocated_bytes": cache.allocated_bytes(),
                        "cache_bytes_at_cache_dtype": cache.bytes_per_token(cache_dtype) * tokens,
-                       "seconds": time.perf_counter() - start, **process_memory()})
+                       "seconds": time.perf_counter() - start, **device_memory(device)})
     return points
 
 
@@ -48,25 +65,29 @@ def _probe(job: dict) -> dict:
     from loopkv.cache.settings import cache_factory, configured_setting, load_codec, read_codec_file
     from loopkv.models.loading import load_teacher
     from loopkv.models.melt_model import load_melt
+    from loopkv.utils.device import resolve_device
 
     torch.set_num_threads(job["threads"])
-    before = process_memory()
+    device = resolve_device(job.get("device", "cpu"))
+    before = device_memory(device)
     # only the model this method decodes with: a second one would inflate the process's memory
-    model = (load_melt(job["student"], job["dtype"]) if job["method"] == "melt"
-             else load_teacher(job["teacher"], job["dtype"]))
+    model = (load_melt(job["student"], job["dtype"], device=device) if job["method"] == "melt"
+             else load_teacher(job["teacher"], job["dtype"], device))
     setting = configured_setting(job["methods_cfg"], job["method"], job["budget"], model.config)
     codec = None
     if job.get("codec"):
         saved = read_codec_file(job["codec"], setting)
-        codec = load_codec(setting, model.config, saved["codec_state"]).to(model.dtype)
+        codec = load_codec(setting, model.config, saved["codec_state"]).to(device=device, dtype=model.dtype)
     cache = cache_factory(setting, model.config, codec, read_path="latent")()   # the capacity path
-    loaded = process_memory()
+    if device.type == "cuda":   # the peak from here on: the decode's, over the loaded weights
+        torch.cuda.reset_peak_memory_stats(device)
+    loaded = device_memory(device)
     prompt = torch.full((job["batch"], job["prompt_len"]), job["prompt_token"], dtype=torch.long)
     cache_dtype = getattr(torch, job["methods_cfg"]["cache_dtype"])
     points = decode_memory_curve(model, cache, prompt, job["lengths"], cache_dtype)
     return {"method": job["method"], "budget": job["budget"], "setting": setting,
-            "bytes_per_token": cache.bytes_per_token(cache_dtype), "process_at_start": before,
-            "process_after_load": loaded, "points": points}
+            "bytes_per_token": cache.bytes_per_token(cache_dtype), "memory_measure": memory_measure(device),
+            "process_at_start": before, "process_after_load": loaded, "points": points}
 
 
 def measure(jobs: list[dict]) -> list[dict]:
@@ -89,6 +110,7 @@ def bytes_over_loops(teacher, student, methods: list[tuple[str, str, dict]], loo
 
     rows = []
     ids = torch.randint(3, teacher.config.vocab_size, (1, tokens), generator=torch.Generator().manual_seed(0))
+    ids = ids.to(model_device(teacher))
     for T in loops:
         for name, budget, methods_cfg in methods:
             model = copy.deepcopy(student if name == "melt" else teacher)
@@ -98,7 +120,8 @@ def bytes_over_loops(teacher, student, methods: list[tuple[str, str, dict]], loo
                 cache = make_cache(name, model.config)
             else:
                 setting = configured_setting(methods_cfg, name, budget, model.config)
-                codec = new_codec(setting, model.config).to(model.dtype) if name in CODEC_METHODS else None
+                codec = (new_codec(setting, model.config).to(device=ids.device, dtype=model.dtype)
+                         if name in CODEC_METHODS else None)
                 cache = cache_factory(setting, model.config, codec, read_path="latent")()
             with torch.no_grad():
                 model(ids, cache=cache)

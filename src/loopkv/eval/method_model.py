@@ -26,27 +26,28 @@ class MethodModel:
 
 
 def load_method_model(teacher_dir, method: str, budget: str, methods_cfg: dict, dtype: str,
-                      codec_path=None, student_dir=None) -> MethodModel:
+                      codec_path=None, student_dir=None, device="cpu") -> MethodModel:
     """The teacher at `teacher_dir` read through `method` at the budget labelled `budget` of
     `methods_cfg` (config section `methods`; "full"/"1x" = the teacher's own cache). Codec methods
-    need `codec_path` (a distilled codec); melt needs `student_dir` (a trained MELT model)."""
+    need `codec_path` (a distilled codec); melt needs `student_dir` (a trained MELT model). Everything
+    is placed on `device` (utils/device.py)."""
     from loopkv.cache.settings import CODEC_METHODS, cache_factory, configured_setting, load_codec, read_codec_file
     from loopkv.data.tokenizer import load_tokenizer
     from loopkv.models.loading import load_teacher
     from loopkv.models.melt_model import load_melt
 
-    teacher = load_teacher(teacher_dir, dtype)
+    teacher = load_teacher(teacher_dir, dtype, device)
     tokenizer = load_tokenizer(teacher_dir)
     setting = configured_setting(methods_cfg, method, budget, teacher.config)
     if (method == "melt") != bool(student_dir):
         raise LoopKVError("a student (a MELT model) goes with method melt, and melt needs one")
-    model = load_melt(student_dir, dtype) if student_dir else teacher
+    model = load_melt(student_dir, dtype, device=device) if student_dir else teacher
     codec = None
     if method in CODEC_METHODS:
         if not codec_path:
             raise LoopKVError(f"{method} needs a codec (a distilled codec from `loopkv distill`)")
         saved = read_codec_file(codec_path, setting)
-        codec = load_codec(setting, teacher.config, saved["codec_state"]).to(teacher.dtype)
+        codec = load_codec(setting, teacher.config, saved["codec_state"]).to(device=device, dtype=teacher.dtype)
     elif codec_path:
         raise LoopKVError(f"{method} takes no codec (only {', '.join(CODEC_METHODS)} do)")
     read_path = methods_cfg.get("read_path")   # only methods with read paths get one in their slice

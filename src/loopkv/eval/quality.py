@@ -26,7 +26,7 @@ def heldout_loss(model, tokenizer, test_text: str, seq_len: int, batches: int, b
 def passkey_accuracy(model, tokenizer, rows: list[dict], batch_size: int, cache_factory: CacheFactory | None):
     prompts = [encode_prompt(tokenizer, r["prompt"]) for r in rows]
     budget = len(tokenizer.encode(rows[0]["target"], add_special_tokens=False)) + 2
-    outputs = greedy_generate(model, prompts, budget, batch_size, cache_factory)
+    outputs = greedy_generate(model, prompts, budget, batch_size, cache_factory, tokenizer=tokenizer)
     by_length: dict[int, list[bool]] = defaultdict(list)
     samples = []
     for r, out in zip(rows, outputs):
@@ -44,7 +44,7 @@ def passkey_accuracy(model, tokenizer, rows: list[dict], batch_size: int, cache_
 def arithmetic_exact_match(model, tokenizer, rows: list[dict], batch_size: int, max_new_tokens: int,
                            cache_factory: CacheFactory | None):
     prompts = [encode_prompt(tokenizer, r["prompt"]) for r in rows]
-    outputs = greedy_generate(model, prompts, max_new_tokens, batch_size, cache_factory)
+    outputs = greedy_generate(model, prompts, max_new_tokens, batch_size, cache_factory, tokenizer=tokenizer)
     by_steps: dict[int, list[bool]] = defaultdict(list)
     samples = []
     for r, out in zip(rows, outputs):

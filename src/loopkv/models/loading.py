@@ -7,10 +7,11 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from loopkv.errors import LoopKVError
+from loopkv.utils.device import place
 
 
-def load_teacher(directory: str | Path, dtype: str = "float32"):
-    """Model in eval mode, weights frozen. A missing, truncated or foreign checkpoint raises
+def load_teacher(directory: str | Path, dtype: str = "float32", device: str | torch.device = "cpu"):
+    """Model in eval mode, weights frozen, on `device` (utils/device.py). A missing, truncated or foreign checkpoint raises
     LoopKVError naming the directory instead of a traceback from deep inside torch."""
     directory = Path(directory)
     if not (directory / "config.json").exists():
@@ -29,4 +30,4 @@ def load_teacher(directory: str | Path, dtype: str = "float32"):
     if getattr(model.config, "model_type", None) != "ouro":
         raise LoopKVError(f"teacher checkpoint {directory}: model_type {model.config.model_type!r}, expected 'ouro'")
     model.eval().requires_grad_(False)
-    return model
+    return place(model, device)

@@ -12,15 +12,21 @@ import torch
 
 from loopkv.models.melt_gate import MeltGate
 from loopkv.models.modeling_ouro import OuroForCausalLM
+from loopkv.utils.device import model_device, place, to_host
 
 
 def melt_from_teacher(teacher, gate: str, ema_decay: float = 0.5, chunk_size: int | None = None):
     config = copy.deepcopy(teacher.config)
+    # a real Ouro teacher's auto_map names remote-code files a student's directory does not have:
+    # tools that load with trust_remote_code would fail on it (loopkv registers "ouro" itself)
+    config.__dict__.pop("auto_map", None)
     config.melt_gate, config.melt_ema_decay, config.melt_chunk_size = gate, ema_decay, chunk_size
     config.kv_method = "melt"
     config.validate_architecture()
-    with torch.device(next(teacher.parameters()).device):   # built where the teacher lives (a GPU at 1.4B)
-        student = OuroForCausalLM(config).to(teacher.dtype)
+    device = model_device(teacher)
+    # built where the teacher lives (a GPU at 1.4B); the lazy device cannot build modules in place
+    with torch.device(device if device.type != "lazy" else "cpu"):
+        student = place(OuroForCausalLM(config).to(teacher.dtype), device)
     missing, unexpected = student.load_state_dict(teacher.state_dict(), strict=False)
     if unexpected or any(".melt_gate." not in name for name in missing):
         raise ValueError(f"teacher and MELT student differ beyond the gates: missing {missing}, "
@@ -41,19 +47,19 @@ def save_melt(student, directory, tokenizer=None) -> None:
     trained_with = config.melt_chunk_size
     config.melt_train_chunk_size, config.melt_chunk_size = trained_with, 1
     try:
-        student.save_pretrained(directory)
+        student.save_pretrained(directory, state_dict=to_host(student.state_dict()))
     finally:
         config.melt_chunk_size = trained_with
     if tokenizer is not None:
         tokenizer.save_pretrained(directory)
 
 
-def load_melt(directory, dtype: str = "float32", train_chunk_size: int | None = 1):
-    """A saved MELT model; `train_chunk_size` sets the chunking of its forward (1 = as served)."""
+def load_melt(directory, dtype: str = "float32", train_chunk_size: int | None = 1, device="cpu"):
+    """A saved MELT model on `device`; `train_chunk_size` sets the chunking of its forward (1 = as served)."""
     from loopkv.errors import LoopKVError
     from loopkv.models.loading import load_teacher
 
-    model = load_teacher(directory, dtype)
+    model = load_teacher(directory, dtype, device)
     if model.config.melt_gate is None:
         raise LoopKVError(f"{directory} is not a MELT model (config.melt_gate is unset)")
     model.config.melt_chunk_size = train_chunk_size

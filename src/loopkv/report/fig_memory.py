@@ -26,15 +26,15 @@ def summary(memory: dict) -> dict:
     """Ratios at the longest length: teacher cache / method cache, and process-peak growth ratios."""
     curves = {c["method"]: c for c in memory["curves"]}
     teacher = curves["full"]["points"][-1]
-    base = curves["full"]["process_after_load"]["rss_bytes"]
+    base = curves["full"]["process_after_load"]["memory_bytes"]
     out = {}
     for name, c in curves.items():
         last = c["points"][-1]
         out[name] = {"generated": last["generated"],
                      "cache_bytes_at_cache_dtype": last["cache_bytes_at_cache_dtype"],
                      "cache_ratio_to_teacher": teacher["cache_bytes_at_cache_dtype"] / last["cache_bytes_at_cache_dtype"],
-                     "peak_rss_bytes": last["peak_rss_bytes"],
-                     "peak_growth_bytes": last["peak_rss_bytes"] - c["process_after_load"]["rss_bytes"],
+                     "peak_memory_bytes": last["peak_memory_bytes"],
+                     "peak_growth_bytes": last["peak_memory_bytes"] - c["process_after_load"]["memory_bytes"],
                      "teacher_process_after_load": base}
     return out
 
@@ -45,12 +45,14 @@ def plot_memory(memory: dict, paper: dict, pdf_path, png_path, dpi: int = 150) -
         n = [p["generated"] for p in c["points"]]
         panels[0].plot(n, [p["cache_bytes_at_cache_dtype"] / MIB for p in c["points"]], label=_label(c),
                        **_style(c["method"]))
-        panels[1].plot(n, [p["peak_rss_bytes"] / MIB for p in c["points"]], label=_label(c), **_style(c["method"]))
+        panels[1].plot(n, [p["peak_memory_bytes"] / MIB for p in c["points"]], label=_label(c), **_style(c["method"]))
     panels[0].set(xlabel="generated tokens", ylabel=f"cache MiB ({memory['cache_dtype']})",
                   title=f"KV cache, batch {memory['batch']}")
     growth = ", ".join(f"{_label(c)} +{summary_growth / MIB:.0f}" for c in memory["curves"]
-                       for summary_growth in [c["points"][-1]["peak_rss_bytes"] - c["process_after_load"]["rss_bytes"]])
-    panels[1].set(xlabel="generated tokens", ylabel="peak process RSS, MiB (CPU, float32 compute)",
+                       for summary_growth in [c["points"][-1]["peak_memory_bytes"] - c["process_after_load"]["memory_bytes"]])
+    measure = memory["curves"][0]["memory_measure"]
+    panels[1].set(xlabel="generated tokens",
+                  ylabel=f"peak memory, MiB ({measure}; {memory['device']}, {memory['compute_dtype']})",
                   title=f"process memory; peak growth after loading (MiB): {growth}")
     panels[1].title.set_fontsize(8)
     methods = sorted({r["method"] for r in memory["bytes_over_loops"]}, key=list(METHOD_LABELS).index)
@@ -70,7 +72,7 @@ def plot_memory(memory: dict, paper: dict, pdf_path, png_path, dpi: int = 150) -
     ours = ", ".join(f"{_label({'method': m, 'budget': ''}).strip()} {v['cache_ratio_to_teacher']:.2f}x"
                      for m, v in s.items() if m != "full")
     totals = paper["total_gb"]
-    fig.suptitle(f"Ours (tiny model, CPU, {s['full']['generated']} generated tokens): teacher cache / method cache = "
+    fig.suptitle(f"Ours ({memory['device']}, {s['full']['generated']} generated tokens): teacher cache / method cache = "
                  f"{ours}. Paper ({paper['source']}): KV {paper['kv_ratio']:.0f}x smaller, total "
                  f"{totals['ouro']} GB (Ouro) vs {totals['melt']} GB (MELT) = {totals['ouro'] / totals['melt']:.2f}x",
                  fontsize=9)

@@ -19,6 +19,7 @@ from loopkv.serve import cpu_kernels
 from loopkv.serve.capacity import capacity
 from loopkv.serve.footprint import footprint, served_setting
 from loopkv.serve.latency import Served, device_name, interleaved
+from loopkv.utils.device import place
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +43,9 @@ def kernel_slice(config: dict) -> dict:
 def random_model(arch: dict, dtype: torch.dtype, device: str | torch.device, seed: int = 0) -> OuroForCausalLM:
     torch.manual_seed(seed)
     config = OuroConfig(**arch)
-    with torch.device(device):
-        return OuroForCausalLM(config).to(dtype).eval()
+    # initialised in place (a 1.4B model on a GPU), except on the lazy device, which cannot
+    with torch.device(device if torch.device(device).type != "lazy" else "cpu"):
+        return place(OuroForCausalLM(config).to(dtype).eval(), device)
 
 
 def weights_bytes(model: torch.nn.Module) -> int:

@@ -40,9 +40,16 @@ def fill_cache(cache: LoopCache, batch: int, tokens: int, dtype: torch.dtype = t
                device: str | torch.device = "cpu", seed: int = 0, random: bool = True) -> LoopCache:
     """One forward's worth of K/V for `batch` rows of `tokens` through the cache protocol (random
     values, or zeros where only sizes matter: no method's storage depends on the values)."""
-    generator = None if str(device) == "meta" else torch.Generator(device=device).manual_seed(seed)
+    device = torch.device(device)
+    # drawn where a generator can live (CPU, CUDA), then moved (e.g. the lazy device has none)
+    source = device if device.type in ("cpu", "cuda") else torch.device("cpu")
+    generator = None if device.type == "meta" else torch.Generator(device=source).manual_seed(seed)
     shape = (batch, cache.num_kv_heads, tokens, cache.head_dim)
-    draw = torch.randn if random else (lambda *s, dtype, device, generator: torch.zeros(*s, dtype=dtype, device=device))
+    if random:
+        draw = lambda *s, dtype, device, generator: torch.randn(  # noqa: E731
+            *s, dtype=dtype, device=source if device.type != "meta" else device, generator=generator).to(device)
+    else:
+        draw = lambda *s, dtype, device, generator: torch.zeros(*s, dtype=dtype, device=device)  # noqa: E731
     positions = (cache.get_seq_length() + torch.arange(tokens, device=device)).expand(batch, tokens)
     cache.begin_forward(positions)
     for loop in range(cache.num_loops):

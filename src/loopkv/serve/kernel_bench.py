@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from loopkv.models.rope import Rotary, apply_rope
 from loopkv.serve import cpu_kernels
 from loopkv.serve.latency import device_name, rotating_rounds
+from loopkv.utils.device import synchronize
 from loopkv.serve.latent_attention import latent_attention, reference_latent_attention
 
 
@@ -55,12 +56,10 @@ def random_inputs(batch, heads, context, head_dim, r_k, r_v, dtype, device, seed
 
 
 def _timed(fn, device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    synchronize(device)
     start = time.perf_counter()
     fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    synchronize(device)
     return time.perf_counter() - start
 
 

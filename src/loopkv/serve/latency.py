@@ -18,6 +18,8 @@ from typing import Callable
 
 import torch
 
+from loopkv.utils.device import synchronize
+
 log = logging.getLogger(__name__)
 
 
@@ -39,8 +41,7 @@ def rotating_rounds(items: list, rounds: int, warmup: int):
 
 
 def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    synchronize(device)
 
 
 @torch.no_grad()
@@ -134,6 +135,8 @@ def device_name(device: torch.device) -> str:
     """What the numbers were measured on, in words (named beside every number in the reports)."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
+    if device.type == "lazy":
+        return "lazy tensors on the CPU (placement check; times are not speeds)"
     import os
     import platform
 

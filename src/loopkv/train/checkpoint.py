@@ -9,6 +9,7 @@ import torch
 
 from loopkv.errors import LoopKVError
 from loopkv.utils.atomic import atomic_path
+from loopkv.utils.device import to_host
 
 CHECKPOINT_NAME = "last.pt"
 
@@ -16,7 +17,7 @@ CHECKPOINT_NAME = "last.pt"
 def save_checkpoint(directory: str | os.PathLike, state: dict) -> Path:
     path = Path(directory) / CHECKPOINT_NAME
     with atomic_path(path) as tmp:
-        torch.save(state, tmp)
+        torch.save(to_host(state), tmp)   # host tensors: a checkpoint resumes on any device
     return path
 
 

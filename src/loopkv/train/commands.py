@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loopkv.cli_args import json_arg, named_path
+from loopkv.cli_args import add_device_arg, json_arg, named_path
 from loopkv.train.launch import is_main_process, relaunch_on_ranks, world_size
 from loopkv.utils.atomic import atomic_path, write_json
 from loopkv.utils.provenance import Provenance
@@ -19,6 +19,7 @@ def register(sub) -> None:
     p.add_argument("--out", required=True, help="model directory to write (save_pretrained)")
     p.add_argument("--checkpoints", required=True, help="directory for resumable checkpoints")
     p.add_argument("--no-progress", action="store_true")
+    add_device_arg(p)
     p.set_defaults(func=_pretrain)
 
     p = sub.add_parser("distill", help="distil a KV method's codec from the frozen teacher (DeepSpeed, resumable)")
@@ -33,10 +34,11 @@ def register(sub) -> None:
     p.add_argument("--out", required=True, help="distilled codec (.pt)")
     p.add_argument("--curve", required=True, help="training curve JSON")
     p.add_argument("--checkpoints", required=True, help="directory for resumable DeepSpeed checkpoints")
-    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (not part of the result)")
+    p.add_argument("--threads", type=int, default=1, help="CPU threads of the job, split over its ranks (not part of the result)")
     p.add_argument("--ranks", type=int, default=1,
                    help="DeepSpeed ranks on this node (> 1: relaunch under torchrun; not part of the result)")
     p.add_argument("--no-progress", action="store_true")
+    add_device_arg(p)
     p.set_defaults(func=_distill)
 
 
@@ -54,10 +56,11 @@ def register(sub) -> None:
     p.add_argument("--out", required=True, help="on-policy codec (.pt)")
     p.add_argument("--curve", required=True, help="training curve JSON")
     p.add_argument("--checkpoints", required=True, help="directory for resumable DeepSpeed checkpoints")
-    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (not part of the result)")
+    p.add_argument("--threads", type=int, default=1, help="CPU threads of the job, split over its ranks (not part of the result)")
     p.add_argument("--ranks", type=int, default=1,
                    help="DeepSpeed ranks on this node (> 1: relaunch under torchrun; not part of the result)")
     p.add_argument("--no-progress", action="store_true")
+    add_device_arg(p)
     p.set_defaults(func=_distill_on_policy)
 
     p = sub.add_parser("melt-train", help="one MELT training stage from the frozen teacher (DeepSpeed, resumable)")
@@ -70,15 +73,17 @@ def register(sub) -> None:
     p.add_argument("--task", type=named_path, action="append", default=[], help="NAME=DIR with train.jsonl")
     p.add_argument("--out", required=True, help="MELT model directory to write (best held-out state)")
     p.add_argument("--checkpoints", required=True, help="directory for resumable DeepSpeed checkpoints")
-    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (not part of the result)")
+    p.add_argument("--threads", type=int, default=1, help="CPU threads of the job, split over its ranks (not part of the result)")
     p.add_argument("--ranks", type=int, default=1,
                    help="DeepSpeed ranks on this node (> 1: relaunch under torchrun; not part of the result)")
     p.add_argument("--no-progress", action="store_true")
+    add_device_arg(p)
     p.set_defaults(func=_melt_train)
 
 
 def _pretrain(args) -> None:
     from loopkv.train.pretrain import pretrain
+    from loopkv.utils.device import resolve_device
 
     task_dirs = dict(args.task)
     prov = Provenance(args.cfg, args.seed, {"corpus": args.corpus, "tokenizer": args.tokenizer,
@@ -89,7 +94,7 @@ def _pretrain(args) -> None:
     with atomic_path(args.out) as tmp:
         curve = pretrain(args.cfg["teacher"], args.cfg["model"]["arch"], args.cfg["model"]["dtype"],
                          args.seed, args.corpus, args.tokenizer, task_dirs, tmp, checkpoints,
-                         progress=not args.no_progress)
+                         progress=not args.no_progress, device=resolve_device(args.device))
         write_json(tmp / "train_curve.json", {"curve": curve, "provenance": prov.block()})
 
 
@@ -103,22 +108,24 @@ def _distill(args) -> None:
     from loopkv.errors import LoopKVError
     from loopkv.models.loading import load_teacher
     from loopkv.train.distill import distill_codec
+    from loopkv.utils.device import resolve_device
     from loopkv.utils.seeding import derive_seed, seed_everything
 
     relaunch_on_ranks(args.ranks, args.argv)
+    device = resolve_device(args.device)
     cfg = args.cfg["distill"]
     if args.method not in CODEC_METHODS:
         raise LoopKVError(f"{args.method} has no codec to distil (codec methods: {', '.join(CODEC_METHODS)})")
-    torch.set_num_threads(args.threads)
+    torch.set_num_threads(max(1, args.threads // args.ranks))   # the job's threads, split over its ranks
     seed_everything(derive_seed(args.seed, "distill", args.method, args.budget))
     task_dirs = dict(args.task)
     prov = Provenance({**args.cfg, "method": args.method, "budget": args.budget}, args.seed,
                       {"teacher": args.teacher, "calibration": args.calibration, "corpus": args.corpus,
                        **{f"task:{k}": v for k, v in task_dirs.items()}})
-    model = load_teacher(args.teacher, args.cfg["model"]["dtype"])
+    model = load_teacher(args.teacher, args.cfg["model"]["dtype"], device)
     tokenizer = load_tokenizer(args.teacher)
     setting = configured_setting(args.cfg["methods"], args.method, args.budget, model.config)
-    codec = svd_codec(setting, model.config, load_calibration(args.calibration)).to(model.dtype)
+    codec = svd_codec(setting, model.config, load_calibration(args.calibration)).to(device=device, dtype=model.dtype)
     view = make_cache(args.method, model.config, codec=codec)
 
     batches, val = _training_rows(tokenizer, args.corpus, task_dirs, cfg, args.seed, "distill")
@@ -147,23 +154,25 @@ def _distill_on_policy(args) -> None:
     from loopkv.train.mixture import encode_prompt, encode_text, heldout_windows
     from loopkv.train.on_policy import on_policy_batches, on_policy_heldout
     from loopkv.utils.atomic import read_jsonl
+    from loopkv.utils.device import resolve_device
     from loopkv.utils.seeding import derive_seed, seed_everything
 
     relaunch_on_ranks(args.ranks, args.argv)
+    device = resolve_device(args.device)
     cfg = args.cfg["on_policy"]
     if args.method not in CODEC_METHODS:
         raise LoopKVError(f"{args.method} has no codec to distil (codec methods: {', '.join(CODEC_METHODS)})")
-    torch.set_num_threads(args.threads)
+    torch.set_num_threads(max(1, args.threads // args.ranks))   # the job's threads, split over its ranks
     seed_everything(derive_seed(args.seed, "on-policy", args.method, args.budget))
     prompt_dirs = dict(args.prompts)
     prov = Provenance({**args.cfg, "method": args.method, "budget": args.budget}, args.seed,
                       {"teacher": args.teacher, "init": args.init, "corpus": args.corpus,
                        **{f"prompts:{k}": v for k, v in prompt_dirs.items()}})
-    model = load_teacher(args.teacher, args.cfg["model"]["dtype"])
+    model = load_teacher(args.teacher, args.cfg["model"]["dtype"], device)
     tokenizer = load_tokenizer(args.teacher)
     setting = configured_setting(args.cfg["methods"], args.method, args.budget, model.config)
     saved = read_codec_file(args.init, setting)
-    codec = load_codec(setting, model.config, saved["codec_state"]).to(model.dtype)
+    codec = load_codec(setting, model.config, saved["codec_state"]).to(device=device, dtype=model.dtype)
     view = make_cache(args.method, model.config, codec=codec)
     # the student generates through the codec being trained (full-memory read: same values, faster)
     student_cache = cache_factory(setting, model.config, codec, read_path="full")
@@ -210,26 +219,28 @@ def _melt_train(args) -> None:
     from loopkv.models.loading import load_teacher
     from loopkv.models.melt_model import load_melt, melt_from_teacher, save_melt
     from loopkv.train.melt import train_melt_stage
+    from loopkv.utils.device import resolve_device
     from loopkv.utils.seeding import derive_seed, seed_everything
 
     relaunch_on_ranks(args.ranks, args.argv)
+    device = resolve_device(args.device)
     cfg, dtype = args.cfg["melt"], args.cfg["model"]["dtype"]
     stage = cfg["stage"]
     if (stage == 2) != bool(args.init):
         raise LoopKVError("stage 2 starts from a stage-1 model (--init); stage 1 from the teacher alone")
-    torch.set_num_threads(args.threads)
+    torch.set_num_threads(max(1, args.threads // args.ranks))   # the job's threads, split over its ranks
     seed_everything(derive_seed(args.seed, "melt", f"stage{stage}"))
     task_dirs = dict(args.task)
     inputs = {"teacher": args.teacher, "corpus": args.corpus, **{f"task:{k}": v for k, v in task_dirs.items()}}
     if args.init:
         inputs["init"] = args.init
     prov = Provenance(args.cfg, args.seed, inputs)
-    teacher = load_teacher(args.teacher, dtype)
+    teacher = load_teacher(args.teacher, dtype, device)
     tokenizer = load_tokenizer(args.teacher)
     if stage == 1:
         student = melt_from_teacher(teacher, cfg["gate"], cfg.get("ema_decay", 0.5), cfg["chunk_size"])
     else:
-        student = load_melt(args.init, dtype, train_chunk_size=cfg["chunk_size"]).train().requires_grad_(True)
+        student = load_melt(args.init, dtype, train_chunk_size=cfg["chunk_size"], device=device).train().requires_grad_(True)
     batches, val = _training_rows(tokenizer, args.corpus, task_dirs, cfg, args.seed, "melt")
     checkpoints = Path(args.checkpoints) / prov.key()   # never resume a run of another config
     result = train_melt_stage({**cfg, "dtype": dtype}, teacher, student, stage, batches, val, checkpoints,

@@ -27,6 +27,7 @@ from loopkv.cache.teacher_forced import teacher_forced_forward
 from loopkv.train.engine import Engine
 from loopkv.train.objectives import distribution_match
 from loopkv.train.stage_loop import train_stage
+from loopkv.utils.device import model_device
 
 
 class CodecDistiller(torch.nn.Module):
@@ -43,13 +44,15 @@ class CodecDistiller(torch.nn.Module):
     def forward(self, ids: torch.Tensor, weights: torch.Tensor | None = None) -> dict:
         """`weights` (B, L), optional: which positions' next-token distributions (and attention
         outputs) count, e.g. only those that drew a student-generated token (on-policy)."""
+        device = model_device(self.teacher)   # where the engine keeps the module: batches come from the host
+        ids = ids.to(device)
         with torch.no_grad():
             t_out, t_trace = teacher_forced_forward(self.teacher, ids, self.exact)
         s_out, s_trace = teacher_forced_forward(self.teacher, ids, self.view, source=t_trace)
         match = distribution_match(t_out.logits, s_out.logits)
         if weights is None:
-            weights = torch.ones(ids.shape, dtype=torch.float32)
-        weights = weights.float()
+            weights = torch.ones(ids.shape, dtype=torch.float32, device=device)
+        weights = weights.to(device=device, dtype=torch.float32)
         total = weights.sum().clamp(min=1)
         kl = (match["kl"] * weights).sum() / total
         attn = torch.stack([_weighted_mse(s_trace.outputs[key], t_trace.outputs[key], weights)

@@ -22,6 +22,7 @@ import torch
 
 from loopkv.errors import LoopKVError
 from loopkv.utils.atomic import write_text
+from loopkv.utils.device import model_device, to_host
 from loopkv.utils.extensions import clear_stale_build_locks
 
 LATEST = "latest"
@@ -31,12 +32,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def init_distributed():
-    """Import DeepSpeed for this machine and join (or create) the process group."""
-    if not torch.cuda.is_available():
+def init_distributed(device: torch.device | None = None):
+    """Import DeepSpeed for this machine and join (or create) the process group. `device`: where the
+    module lives; a CPU or lazy device selects DeepSpeed's CPU accelerator (on a GPU node too)."""
+    if not torch.cuda.is_available() or (device is not None and device.type in ("cpu", "lazy")):
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
     clear_stale_build_locks()
     import deepspeed
+
+    if device is not None and device.type == "lazy":
+        _use_lazy_accelerator()
 
     if not torch.distributed.is_initialized():
         backend = "nccl" if torch.cuda.is_available() else "gloo"
@@ -50,6 +55,37 @@ def init_distributed():
             deepspeed.init_distributed(dist_backend=backend, verbose=False, auto_mpi_discovery=False,
                                        init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
     return deepspeed
+
+
+def _use_lazy_accelerator() -> None:
+    """DeepSpeed's CPU accelerator, naming the lazy device as its own (utils/device.py), so the engine
+    keeps the module where it is and the placement tests train through DeepSpeed as on a GPU."""
+    from deepspeed.accelerator import get_accelerator, set_accelerator
+    from deepspeed.accelerator.cpu_accelerator import CPU_Accelerator
+
+    if get_accelerator().device_name() == "lazy":
+        return
+
+    class LazyAccelerator(CPU_Accelerator):
+        def device_name(self, device_index=None):
+            return "lazy"
+
+        def current_device_name(self):
+            return "lazy"
+
+        def device(self, device_index=None):
+            return torch.device("lazy")
+
+    set_accelerator(LazyAccelerator())
+
+
+def _check_device(device: torch.device, engine_device: torch.device) -> None:
+    """The engine must compute where the command put the model: DeepSpeed moves the module to its
+    accelerator's device, which would leave caches, codec rows and batches behind."""
+    same = device.type == engine_device.type and (device.type != "cuda" or device.index == engine_device.index)
+    if not same:
+        raise LoopKVError(f"DeepSpeed trains on {engine_device} but the model was placed on {device} "
+                          "(launch.device); under torchrun each rank uses cuda:LOCAL_RANK, so use auto or cuda")
 
 
 def ds_config(cfg: dict, world_size: int) -> dict:
@@ -72,7 +108,11 @@ class Engine:
     """DeepSpeed engine over `module`, optimising the parameters that require grad with AdamW."""
 
     def __init__(self, module: torch.nn.Module, cfg: dict):
-        deepspeed = init_distributed()
+        device = model_device(module)
+        if device.type == "lazy" and cfg["zero_stage"] > 0:
+            raise LoopKVError("the lazy device trains with zero_stage 0 only (ZeRO's flat buffers fail in its "
+                              "TorchScript backend)")
+        deepspeed = init_distributed(device)
         self.world_size = torch.distributed.get_world_size()
         self.rank = torch.distributed.get_rank()
         trainable = [p for p in module.parameters() if p.requires_grad]
@@ -82,6 +122,11 @@ class Engine:
                                       weight_decay=cfg["weight_decay"])
         self.engine, self.optimizer, _, _ = deepspeed.initialize(
             model=module, optimizer=optimizer, config=ds_config(cfg, self.world_size))
+        _check_device(device, self.engine.device)
+        self.device = device
+        if device.type == "lazy":   # torch.save cannot read lazy storages: DeepSpeed's files get host copies
+            engine_save = self.engine.checkpoint_engine.save
+            self.engine.checkpoint_engine.save = lambda state_dict, path: engine_save(to_host(state_dict), path)
 
     def __call__(self, *args, **kwargs):
         return self.engine(*args, **kwargs)
@@ -125,7 +170,8 @@ class Engine:
         if self.world_size == 1:
             return values
         keys = sorted(values)
-        stacked = torch.tensor([values[k] for k in keys], dtype=torch.float64)
+        # on the engine's device: NCCL reduces CUDA tensors only
+        stacked = torch.tensor([values[k] for k in keys], dtype=torch.float64, device=self.device)
         torch.distributed.all_reduce(stacked)
         return {k: float(v) / self.world_size for k, v in zip(keys, stacked)}
 

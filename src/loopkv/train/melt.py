@@ -26,6 +26,7 @@ from loopkv.cache.teacher_forced import teacher_forced_forward
 from loopkv.train.engine import Engine
 from loopkv.train.objectives import distribution_match
 from loopkv.train.stage_loop import train_stage
+from loopkv.utils.device import model_device
 
 
 class MeltDistiller(torch.nn.Module):
@@ -39,6 +40,7 @@ class MeltDistiller(torch.nn.Module):
         self.alpha = 1.0          # set per step by the schedule
 
     def forward(self, ids: torch.Tensor) -> dict:
+        ids = ids.to(model_device(self.teacher))   # batches come from the host
         with torch.no_grad():
             t_out, t_trace = teacher_forced_forward(self.teacher, ids, FullLoopCache(self.teacher.config),
                                                     output_loop_logits=True)

@@ -20,15 +20,31 @@ from loopkv.utils.seeding import derive_seed
 
 
 def encode_example(tokenizer, prompt: str, target: str) -> list[int]:
-    """[bos] prompt target [eos], prompt and target tokenised separately so that the prompt's ids
-    are exactly what evaluation feeds the model before it generates."""
-    ids = [tokenizer.bos_token_id] + tokenizer.encode(prompt, add_special_tokens=False)
-    ids += tokenizer.encode(target, add_special_tokens=False) + [tokenizer.eos_token_id]
-    return ids
+    """prompt target [eos], prompt and target tokenised separately so that the prompt's ids are
+    exactly what evaluation feeds the model before it generates (encode_prompt)."""
+    return encode_prompt(tokenizer, prompt) + tokenizer.encode(target, add_special_tokens=False) + [tokenizer.eos_token_id]
 
 
 def encode_prompt(tokenizer, prompt: str) -> list[int]:
-    return [tokenizer.bos_token_id] + tokenizer.encode(prompt, add_special_tokens=False)
+    """The prompt framed as the tokenizer itself frames a text: the special tokens its post-processor
+    puts before the text (ours: <bos>, as the tiny teacher is trained; Ouro's: none, as its own usage
+    and lm-eval's hf model feed it), then the text. Tokens a post-processor appends (an eos) are not
+    part of a prompt."""
+    return prompt_prefix(tokenizer) + tokenizer.encode(prompt, add_special_tokens=False)
+
+
+def prompt_prefix(tokenizer) -> list[int]:
+    """The special-token ids the tokenizer's post-processor puts before a text."""
+    prefix = getattr(tokenizer, "_loopkv_prompt_prefix", None)
+    if prefix is None:
+        plain = tokenizer.encode("a", add_special_tokens=False)
+        framed = tokenizer.encode("a", add_special_tokens=True)
+        start = next((i for i in range(len(framed) - len(plain) + 1) if framed[i:i + len(plain)] == plain), None)
+        if start is None:
+            raise LoopKVError("the tokenizer's post-processor changes a text's own tokens; cannot frame prompts")
+        prefix = framed[:start]
+        tokenizer._loopkv_prompt_prefix = prefix
+    return list(prefix)
 
 
 def encode_text(tokenizer, text: str) -> np.ndarray:

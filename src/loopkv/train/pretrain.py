@@ -20,6 +20,7 @@ from loopkv.train.mixture import Mixture, encode_text, heldout_windows, load_tas
 from loopkv.eval.heldout import heldout_cross_entropy
 from loopkv.train.objectives import ouro_loss
 from loopkv.train.schedule import warmup_cosine
+from loopkv.utils.device import place
 from loopkv.utils.seeding import derive_seed, seed_everything
 
 
@@ -47,8 +48,8 @@ def _optimizer(model, cfg):
 
 
 def pretrain(cfg: dict, arch: dict, dtype: str, seed: int, corpus_dir, tokenizer_dir, task_dirs: dict,
-             out_dir, checkpoint_dir, progress: bool = True) -> dict:
-    """Train; write the model (save_pretrained + tokenizer) into out_dir. Returns the curve."""
+             out_dir, checkpoint_dir, progress: bool = True, device: str | torch.device = "cpu") -> dict:
+    """Train on `device`; write the model (save_pretrained + tokenizer) into out_dir. Returns the curve."""
     torch.set_num_threads(cfg["threads"])
     seed_everything(derive_seed(seed, "teacher-init"))
     tokenizer = load_tokenizer(tokenizer_dir)
@@ -60,7 +61,8 @@ def pretrain(cfg: dict, arch: dict, dtype: str, seed: int, corpus_dir, tokenizer
     val_windows = heldout_windows(val_ids, cfg["seq_len"], cfg["eval_batches"] * cfg["batch_size"])
 
     config = build_teacher_config(arch, tokenizer, dtype)
-    model = OuroForCausalLM(config).to(getattr(torch, dtype))
+    # initialised on the CPU (the same weights whatever the device), then moved
+    model = place(OuroForCausalLM(config).to(getattr(torch, dtype)), device)
     optimizer = _optimizer(model, cfg)
     state = load_checkpoint(checkpoint_dir)
     start, curve = 0, {"train": [], "val": []}
@@ -79,7 +81,7 @@ def pretrain(cfg: dict, arch: dict, dtype: str, seed: int, corpus_dir, tokenizer
         lr = cfg["lr"] * warmup_cosine(step, steps, cfg["warmup_steps"], cfg["min_lr_ratio"])
         for group in optimizer.param_groups:
             group["lr"] = lr
-        rows = mixture.batch(step, cfg["batch_size"])
+        rows = mixture.batch(step, cfg["batch_size"]).to(device)
         out = model(rows[:, :-1], output_loop_logits=True, use_cache=False)
         terms = ouro_loss(out.loop_logits, out.exit_pdf, rows[:, 1:], cfg["entropy_beta"])
         loss_value = float(terms["loss"].detach())
@@ -106,6 +108,6 @@ def pretrain(cfg: dict, arch: dict, dtype: str, seed: int, corpus_dir, tokenizer
                 "curve": curve, "torch_rng": torch.get_rng_state(),
             })
     bar.close()
-    model.save_pretrained(out_dir)
+    model.to("cpu").save_pretrained(out_dir)   # written from host memory, as on any device
     tokenizer.save_pretrained(out_dir)
     return curve

@@ -7,7 +7,6 @@ its "kl"; that state, not the last one, is what the stage returns.
 """
 from __future__ import annotations
 
-import copy
 import logging
 import math
 import time
@@ -20,6 +19,12 @@ from loopkv.train.engine import Engine
 from loopkv.train.schedule import warmup_cosine
 
 log = logging.getLogger(__name__)
+
+
+def host_copy(state: dict) -> dict:
+    """A copy of a state dict in host memory: the best state kept aside costs no accelerator memory
+    (a MELT student at 1.4B is 2.8 GB) and is saved without device tensors."""
+    return {k: v.detach().to("cpu", copy=True) if torch.is_tensor(v) else v for k, v in state.items()}
 
 
 def train_stage(engine: Engine, cfg: dict, batches: Callable[[int], torch.Tensor], heldout: Callable[[], dict],
@@ -45,7 +50,7 @@ def train_stage(engine: Engine, cfg: dict, batches: Callable[[int], torch.Tensor
         start, curve = 0, {"train": [], "heldout": []}
         first = {"step": 0, **heldout()}
         curve["heldout"].append(first)
-        best = {**first, "state": copy.deepcopy(trained_state())}
+        best = {**first, "state": host_copy(trained_state())}
 
     steps, seq_len = cfg["steps"], cfg["seq_len"]
     bar = tqdm(range(start, steps), initial=start, total=steps, desc=desc, disable=not progress)
@@ -71,7 +76,7 @@ def train_stage(engine: Engine, cfg: dict, batches: Callable[[int], torch.Tensor
             point = {"step": done, **heldout()}
             curve["heldout"].append(point)
             if point["kl"] < best["kl"]:
-                best = {**point, "state": copy.deepcopy(trained_state())}
+                best = {**point, "state": host_copy(trained_state())}
         if done % cfg["checkpoint_every"] == 0 or done == steps:
             curve["train"][-1]["fingerprint"] = engine.state_fingerprint()
             engine.save(checkpoint_dir, done, {"step": done, "curve": curve, "best": best,

@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import subprocess
+import sys
 import time
 from importlib import metadata
 from pathlib import Path
@@ -61,6 +62,13 @@ def package_versions() -> dict[str, str | None]:
     return versions
 
 
+def _device(what: str = "resolved_device"):
+    """The device this process resolved (or its peak memory), if any: a command that never did
+    computed on no model (looked up without importing torch into commands that never load it)."""
+    device = sys.modules.get("loopkv.utils.device")
+    return getattr(device, what)() if device is not None else None
+
+
 class Provenance:
     """Start it when a job starts; `block()` when writing the result."""
 
@@ -91,6 +99,8 @@ class Provenance:
             "packages": package_versions(),
             "python": platform.python_version(),
             "mkl_cbwr": os.environ.get("MKL_CBWR"),   # MKL's reproducibility mode (utils/numerics.py)
+            "device": _device(),                     # where it computed (launch.device, utils/device.py)
+            "device_peak_bytes": _device("device_peak_bytes"),   # the CUDA allocator's peak so far (GPU only)
             "host": platform.node(),
             "wall_time_s": round(time.time() - self.started, 3),
         }

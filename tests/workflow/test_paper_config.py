@@ -1,0 +1,55 @@
+"""config/ouro-1.4b.yaml's own DAG on the CPU, to every report: the paper config overlaid with sizes
+and counts only (paper_cpu.yaml), on a random-weight checkpoint in the published Ouro layout written
+at its model.path (loopkv random-checkpoint: auto_map, bos = eos = pad = 0, a GPT2Tokenizer-named
+tokenizer.json that splits digits, ChatML turns). The GPU twin at Ouro-1.4B's real size is
+benchmarks/gpu_smoke.sh."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from workflow_helpers import MICRO, copy_workflow, snakemake
+
+pytestmark = pytest.mark.slow
+
+PAPER = ("--configfile", "config/ouro-1.4b.yaml", "paper_cpu.yaml")
+REPORTS = ["table1", "melt_table3", "melt_table4", "melt_vs_lla", "fig_memory_vs_length", "table7", "fig8_passkey",
+           "table12", "table4", "fig7_exposure", "table5", "table13", "fig2_spectra"]
+
+
+@pytest.fixture(scope="module")
+def paper_run(tmp_path_factory):
+    workdir = copy_workflow(tmp_path_factory.mktemp("paper"))
+    (workdir / "paper_cpu.yaml").write_text(MICRO.with_name("paper_cpu.yaml").read_text())
+    subprocess.run([sys.executable, "-m", "loopkv", "random-checkpoint", "--config", "config/ouro-1.4b.yaml",
+                    "--config", "paper_cpu.yaml", "--out", "checkpoints/Ouro-1.4B", "--text-chars", "400000"],
+                   cwd=workdir, check=True, capture_output=True, text=True)
+    snakemake(workdir, *PAPER)
+    return workdir
+
+
+def test_every_report_of_the_paper_config_is_built(paper_run):
+    for name in REPORTS:
+        assert (paper_run / f"reports/ouro-1.4b/{name}.pdf").read_bytes().startswith(b"%PDF"), name
+
+
+def test_the_results_verify_clean(paper_run):
+    proc = subprocess.run([sys.executable, "-m", "loopkv", "verify", "results/ouro-1.4b"], cwd=paper_run,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+
+
+def test_the_checkpoint_is_used_as_it_ships(paper_run):
+    from tokenizers import Tokenizer
+
+    from loopkv.data.tokenizer import load_tokenizer
+
+    shipped = Tokenizer.from_file(str(paper_run / "checkpoints/Ouro-1.4B/tokenizer.json"))
+    copied = load_tokenizer(paper_run / "results/ouro-1.4b/data/tokenizer")
+    for text in (" 61", "x 1024 + 7 = 1031", "#### 48", "The pass key is 71432."):
+        assert copied.encode(text, add_special_tokens=False) == shipped.encode(text).ids, text
+    # the task prompts start with no BOS (Ouro's tokenizer adds none), and the teacher generated from them
+    quality = json.loads((paper_run / "results/ouro-1.4b/teacher/quality.json").read_text())
+    assert quality["provenance"]["device"] == "cpu"
+    assert quality["metrics"]["arithmetic"]["n"] == 3
