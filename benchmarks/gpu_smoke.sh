@@ -30,13 +30,7 @@ start=$SECONDS
     --out checkpoints/Ouro-1.4B --text-chars 3000000 || exit 1
 echo "checkpoint: $((SECONDS - start)) s"
 R=results/ouro-1.4b
-targets=(
-  $R/teacher/quality.json $R/calibration/calibration.json
-  $R/methods/lla/4x/quality.json $R/methods/kv_quant/4x/quality.json
-  $R/melt/full/quality.json $R/melt/memory.json $R/on_policy/lla/4x/quality.json
-  $R/lm_eval/lla/4x/arithmetic.json $R/lm_eval/lla/4x/passkey_grid.json
-  $R/serve/serving.json $R/serve/kernel.json
-)
+targets=($(grep -v '^#' benchmarks/gpu_smoke_targets.txt | sed "s|^|$R/|"))
 # three jobs at a time on the one GPU (141 GB): the order is the DAG's
 timeout "$limit" snakemake --cores 16 --jobs 3 --scheduler greedy --configfile config/ouro-1.4b.yaml benchmarks/gpu_smoke.yaml \
     --keep-going -- "${targets[@]}" > "$out/snakemake.log" 2>&1

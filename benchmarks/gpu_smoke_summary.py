@@ -1,7 +1,9 @@
 """What a smoke run of the paper path measured (benchmarks/gpu_smoke.sh), from its results and logs:
 per result file the stage, device, wall time and peak GPU memory (provenance); the training curves'
 median step seconds; Table 5's rows (bytes per token, capacity, decode throughput ratios, peak
-memory) and Table 13's. Prints the JSON and writes it to --out."""
+memory) and Table 13's; every job's Snakemake benchmark file (wall seconds, peak host RSS, CPU
+seconds), from which launch.jobs' memory and runtime bases at this scale are set. Prints the JSON
+and writes it to --out."""
 from __future__ import annotations
 
 import argparse
@@ -36,13 +38,27 @@ def _stages(results: Path) -> list[dict]:
     return rows
 
 
+def _job_benchmarks(logs: Path) -> dict:
+    """Snakemake `benchmark:` files (one TSV row per job): the host side of each job."""
+    jobs = {}
+    for path in sorted((logs / "benchmarks").rglob("*.tsv")):
+        lines = path.read_text().splitlines()
+        if len(lines) < 2:
+            continue
+        row = dict(zip(lines[0].split("\t"), lines[1].split("\t")))
+        jobs[str(path.relative_to(logs / "benchmarks"))] = {
+            "wall_s": float(row["s"]), "max_rss_mb": float(row["max_rss"]) if row.get("max_rss") not in (None, "NA") else None,
+            "cpu_time_s": float(row["cpu_time"]) if row.get("cpu_time") not in (None, "NA") else None}
+    return jobs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", type=Path, help="the run's results directory")
     parser.add_argument("logs", type=Path, help="the run's logs directory")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    summary = {"stages": _stages(args.results),
+    summary = {"stages": _stages(args.results), "jobs": _job_benchmarks(args.logs),
                "failed_logs": sorted(str(p) for p in args.logs.rglob("*.log") if "Traceback" in p.read_text(errors="replace"))}
     serving = args.results / "serve/serving.json"
     if serving.exists():

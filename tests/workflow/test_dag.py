@@ -1,5 +1,6 @@
 """The DAG: plans the right jobs, lints clean, rejects bad configs before any job runs."""
 import json
+from pathlib import Path
 
 import yaml
 
@@ -71,17 +72,39 @@ def test_missing_checkpoint_path_is_rejected_naming_the_key(workdir):
 
 def test_paper_config_plans_without_pretraining_when_its_checkpoint_exists(workdir, reference_dir):
     config = yaml.safe_load((REPO / "config/ouro-1.4b.yaml").read_text())
-    checkpoint = workdir / "Ouro-1.4B"   # a config.json of Ouro-1.4B's architecture: planning reads no weights
-    checkpoint.mkdir()
-    shipped = json.loads((reference_dir / "config.json").read_text())
-    shipped.update({k: v for k, v in config["model"]["arch"].items() if k in shipped}, vocab_size=49152)
-    (checkpoint / "config.json").write_text(json.dumps(shipped))
+    checkpoint = _paper_checkpoint_config(workdir, reference_dir, config["model"]["arch"])
     config["model"]["path"] = str(checkpoint)
     config["data"]["tokenizer"]["path"] = str(checkpoint)
     (workdir / "paper.yaml").write_text(yaml.safe_dump(config))
     jobs = planned_jobs(workdir, "--configfile", "paper.yaml")
     assert "teacher_pretrain" not in jobs and jobs["teacher_eval"] == 1
     assert jobs["distill"] == 6 and jobs["method_eval"] == 11   # no LLA-2D at paper scale yet
+
+
+def _paper_checkpoint_config(workdir, reference_dir, arch) -> Path:
+    """A checkpoint directory holding only a config.json of `arch` (planning reads no weights)."""
+    checkpoint = workdir / "checkpoints/Ouro-1.4B"
+    checkpoint.mkdir(parents=True)
+    shipped = json.loads((reference_dir / "config.json").read_text())
+    shipped.update({k: v for k, v in arch.items() if k in shipped}, vocab_size=49152)
+    (checkpoint / "config.json").write_text(json.dumps(shipped))
+    return checkpoint
+
+
+def test_the_gpu_smoke_run_plans_one_job_of_each_stage(workdir, reference_dir):
+    for name in ("gpu_smoke.yaml", "gpu_smoke_targets.txt"):
+        (workdir / "benchmarks" / name).write_bytes((REPO / "benchmarks" / name).read_bytes())
+    config = yaml.safe_load((REPO / "config/ouro-1.4b.yaml").read_text())
+    _paper_checkpoint_config(workdir, reference_dir, config["model"]["arch"])
+    targets = [f"results/ouro-1.4b/{line}" for line in (REPO / "benchmarks/gpu_smoke_targets.txt").read_text().splitlines()
+               if line and not line.startswith("#")]
+    jobs = planned_jobs(workdir, "--configfile", "config/ouro-1.4b.yaml", "benchmarks/gpu_smoke.yaml", "--", *targets)
+    assert {r: jobs.get(r) for r in ("teacher_eval", "calibrate", "distill", "method_eval", "melt_stage1",
+                                     "melt_stage2", "melt_eval", "melt_memory", "distill_on_policy",
+                                     "lm_eval_shard", "serve_bench", "kernel_bench")} == {
+        "teacher_eval": 1, "calibrate": 1, "distill": 1, "method_eval": 2, "melt_stage1": 1, "melt_stage2": 1,
+        "melt_eval": 1, "melt_memory": 1, "distill_on_policy": 1, "lm_eval_shard": 2, "serve_bench": 1,
+        "kernel_bench": 1}
 
 
 def test_a_checkpoint_whose_architecture_differs_from_model_arch_is_rejected(workdir, reference_dir):

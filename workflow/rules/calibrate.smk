@@ -22,6 +22,8 @@ rule calibrate:
         gpu=MODEL_GPUS,
     log:
         f"{LOGS}/calibration/calibrate.log",
+    benchmark:
+        f"{LOGS}/benchmarks/calibration/calibrate.tsv"
     shell:
         "loopkv calibrate --cfg {params.cfg:q} --seed {params.seed} --teacher {params.teacher}"
         " --corpus {params.corpus} {params.tasks} --out {output.state} --manifest {output.manifest} --device {resources.device} > {log} 2>&1"

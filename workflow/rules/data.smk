@@ -16,6 +16,8 @@ rule corpus:
         **job_size("data"),
     log:
         f"{LOGS}/data/corpus.log",
+    benchmark:
+        f"{LOGS}/benchmarks/data/corpus.tsv"
     shell:
         "loopkv data-corpus --cfg {params.cfg:q} --seed {params.seed} --out {params.out} > {log} 2>&1"
 
@@ -33,6 +35,8 @@ rule tokenizer:
         **job_size("data"),
     log:
         f"{LOGS}/data/tokenizer.log",
+    benchmark:
+        f"{LOGS}/benchmarks/data/tokenizer.tsv"
     shell:
         "loopkv data-tokenizer --cfg {params.cfg:q} --train {input.train} --out {params.out} > {log} 2>&1"
 
@@ -56,6 +60,8 @@ rule task_data:
         **job_size("data"),
     log:
         f"{LOGS}/data/task_{{task}}.log",
+    benchmark:
+        f"{LOGS}/benchmarks/data/task_{{task}}.tsv"
     shell:
         "loopkv data-task {wildcards.task} --cfg {params.cfg:q} --seed {params.seed}"
         " --corpus {params.corpus} --tokenizer {params.tokenizer} --out {params.out} > {log} 2>&1"

@@ -15,6 +15,8 @@ rule bench_data:
         **job_size("data"),
     log:
         f"{LOGS}/data/bench_{{bench}}.log",
+    benchmark:
+        f"{LOGS}/benchmarks/data/bench_{{bench}}.tsv"
     shell:
         "loopkv data-bench {wildcards.bench} --out {params.out} > {log} 2>&1"
 
@@ -45,6 +47,8 @@ rule lm_eval_shard:
         gpu=MODEL_GPUS,
     log:
         f"{LOGS}/lm_eval/{{method}}_{{budget}}_{{task}}_{{shard}}of{{shards}}.log",
+    benchmark:
+        f"{LOGS}/benchmarks/lm_eval/{{method}}_{{budget}}_{{task}}_{{shard}}of{{shards}}.tsv"
     shell:
         "loopkv lm-eval-shard --cfg {params.cfg:q} --seed {params.seed} --task loopkv_{wildcards.task}"
         " --data {params.data} --method {wildcards.method} --budget {wildcards.budget} --teacher {params.teacher}"
@@ -98,6 +102,8 @@ rule passkey_grid_data:
         **job_size("data"),
     log:
         f"{LOGS}/data/passkey_grid.log",
+    benchmark:
+        f"{LOGS}/benchmarks/data/passkey_grid.tsv"
     shell:
         "loopkv data-passkey-grid --cfg {params.cfg:q} --seed {params.seed} --corpus {params.corpus}"
         " --tokenizer {params.tokenizer} --out {params.out} > {log} 2>&1"

@@ -33,6 +33,8 @@ rule melt_stage1:
         gpu=TRAIN_GPUS,
     log:
         f"{LOGS}/melt/{{recipe}}_stage1.log",
+    benchmark:
+        f"{LOGS}/benchmarks/melt/{{recipe}}_stage1.tsv"
     shell:
         "loopkv melt-train --cfg {params.cfg:q} --seed {params.seed} --teacher {params.teacher}"
         " --corpus {params.corpus} {params.tasks} --out {params.out} --checkpoints {params.checkpoints}"
@@ -67,6 +69,8 @@ rule melt_stage2:
         gpu=TRAIN_GPUS,
     log:
         f"{LOGS}/melt/{{recipe}}_stage2.log",
+    benchmark:
+        f"{LOGS}/benchmarks/melt/{{recipe}}_stage2.tsv"
     shell:
         "loopkv melt-train --cfg {params.cfg:q} --seed {params.seed} --teacher {params.teacher}"
         " --init {params.init} --corpus {params.corpus} {params.tasks} --out {params.out}"
@@ -97,6 +101,8 @@ rule melt_eval:
         gpu=MODEL_GPUS,
     log:
         f"{LOGS}/melt/{{recipe}}_eval.log",
+    benchmark:
+        f"{LOGS}/benchmarks/melt/{{recipe}}_eval.tsv"
     shell:
         "loopkv method-eval --cfg {params.cfg:q} --seed {params.seed} --method melt --budget {params.budget}"
         " --teacher {params.teacher} --student {params.student} --corpus {params.corpus} {params.tasks}"
@@ -169,6 +175,8 @@ rule melt_memory:
         gpu=MODEL_GPUS,
     log:
         f"{LOGS}/melt/memory.log",
+    benchmark:
+        f"{LOGS}/benchmarks/melt/memory.tsv"
     shell:
         "loopkv melt-memory --cfg {params.cfg:q} --teacher {params.teacher} --student {params.student}"
         " --budget {params.budget} {params.codecs} --out {output} --threads {threads} --device {resources.device} > {log} 2>&1"

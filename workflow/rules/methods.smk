@@ -33,6 +33,8 @@ rule distill:
         gpu=TRAIN_GPUS,
     log:
         f"{LOGS}/distill/{{method}}_{{budget}}.log",
+    benchmark:
+        f"{LOGS}/benchmarks/distill/{{method}}_{{budget}}.tsv"
     shell:
         "loopkv distill --cfg {params.cfg:q} --seed {params.seed} --method {wildcards.method}"
         " --budget {wildcards.budget} --teacher {params.teacher} --calibration {input.calibration}"
@@ -63,6 +65,8 @@ rule method_eval:
         gpu=MODEL_GPUS,
     log:
         f"{LOGS}/methods/{{method}}_{{budget}}.log",
+    benchmark:
+        f"{LOGS}/benchmarks/methods/{{method}}_{{budget}}.tsv"
     shell:
         "loopkv method-eval --cfg {params.cfg:q} --seed {params.seed} --method {wildcards.method}"
         " --budget {wildcards.budget} --teacher {params.teacher} {params.codec}"

@@ -29,6 +29,8 @@ rule distill_on_policy:
         gpu=TRAIN_GPUS,
     log:
         f"{LOGS}/on_policy/{{method}}_{{budget}}.log",
+    benchmark:
+        f"{LOGS}/benchmarks/on_policy/{{method}}_{{budget}}.tsv"
     shell:
         "loopkv distill-on-policy --cfg {params.cfg:q} --seed {params.seed} --method {wildcards.method}"
         " --budget {wildcards.budget} --teacher {params.teacher} --init {input.init} --corpus {params.corpus}"
@@ -58,6 +60,8 @@ rule on_policy_eval:
         gpu=MODEL_GPUS,
     log:
         f"{LOGS}/on_policy/{{method}}_{{budget}}_eval.log",
+    benchmark:
+        f"{LOGS}/benchmarks/on_policy/{{method}}_{{budget}}_eval.tsv"
     shell:
         "loopkv method-eval --cfg {params.cfg:q} --seed {params.seed} --method {wildcards.method}"
         " --budget {wildcards.budget} --teacher {params.teacher} --codec {input.codec}"

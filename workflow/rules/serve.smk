@@ -14,6 +14,8 @@ rule serve_bench:
         gpu=MODEL_GPUS,
     log:
         f"{LOGS}/serve/serving.log",
+    benchmark:
+        f"{LOGS}/benchmarks/serve/serving.tsv"
     shell:
         "loopkv serve-bench --cfg {params.cfg:q} --out {output} --device {resources.device} > {log} 2>&1"
 
@@ -30,6 +32,8 @@ rule kernel_bench:
         gpu=MODEL_GPUS,
     log:
         f"{LOGS}/serve/kernel.log",
+    benchmark:
+        f"{LOGS}/benchmarks/serve/kernel.tsv"
     shell:
         "loopkv kernel-bench --cfg {params.cfg:q} --out {output} --device {resources.device} > {log} 2>&1"
 

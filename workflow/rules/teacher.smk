@@ -28,6 +28,8 @@ if not pretrained():
             nodes=1,                 # torchrun --standalone: every rank on one node
         log:
             f"{LOGS}/teacher/pretrain.log",
+        benchmark:
+            f"{LOGS}/benchmarks/teacher/pretrain.tsv"
         shell:
             "loopkv teacher-pretrain --cfg {params.cfg:q} --seed {params.seed}"
             " --corpus {params.corpus} --tokenizer {params.tokenizer} {params.tasks}"
@@ -55,6 +57,8 @@ rule teacher_eval:
         gpu=MODEL_GPUS,
     log:
         f"{LOGS}/teacher/eval.log",
+    benchmark:
+        f"{LOGS}/benchmarks/teacher/eval.tsv"
     shell:
         "loopkv teacher-eval --cfg {params.cfg:q} --seed {params.seed} --teacher {params.teacher}"
         " --corpus {params.corpus} {params.tasks} --out {output.metrics} --samples {output.samples}"
