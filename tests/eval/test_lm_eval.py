@@ -147,3 +147,23 @@ def test_stop_strings_end_generation_early_without_changing_the_text(teacher_dir
                              for i, p in enumerate(prompts)])
     assert cut == [t[:t.find(stop)] if stop in t else t for t in full]
     assert any(stop in t for t in full)
+
+
+def test_the_request_cache_is_never_shared_between_ways_of_reading_the_same_weights(teacher_dir, micro_task_dirs, tmp_path):
+    """Methods without weights of their own (the teacher, final_loop, cla, kv_quant) serve from the
+    teacher's files: one shared request cache let the first of them answer for all (Figure 8)."""
+    cfg = {"lm_eval": {"batch_size": 4, "tasks": {"cloze": {}}}, "methods": METHODS, "model": {"dtype": "float32"}}
+    cache = tmp_path / "cache"
+
+    def shard(method, budget, out, cache_dir=True):
+        main(["lm-eval-shard", "--cfg", json.dumps(cfg), "--seed", "1", "--task", "loopkv_cloze",
+              "--data", str(micro_task_dirs["cloze"]), "--method", method, "--budget", budget,
+              "--teacher", str(teacher_dir), "--shard", "0", "--shards", "1", "--out", str(out),
+              *(["--cache-dir", str(cache)] if cache_dir else [])])
+        return json.loads(out.read_text())
+
+    shard("full", "1x", tmp_path / "teacher.json")
+    cached = shard("final_loop", "2x", tmp_path / "final_loop.json")
+    alone = shard("final_loop", "2x", tmp_path / "final_loop_alone.json", cache_dir=False)
+    assert len(list(cache.iterdir())) == 2            # one request cache per way of reading the weights
+    assert cached["samples"] == alone["samples"]

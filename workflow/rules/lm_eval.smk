@@ -38,7 +38,7 @@ rule lm_eval_shard:
         teacher=parent("teacher"),
         data=parent("data"),
         model=lm_model_args,
-        # lm-eval's request cache, per model (keyed inside by a hash of the model's files)
+        # lm-eval's request cache, one per served model (keyed inside by its files' hashes and method, budget, setting)
         cache=R("lm_eval/request_cache"),
     threads: config["lm_eval"]["threads"]
     resources:

@@ -78,10 +78,13 @@ def _lm_eval_cli(args) -> int:
     return 0
 
 
-def model_fingerprint(prov_inputs: dict, names=("teacher", "codec", "student")) -> str:
-    """A short hash of the model files' hashes: the request cache is only reused for the same weights."""
-    digest = hashlib.sha256(json.dumps({k: prov_inputs[k] for k in names if k in prov_inputs},
-                                       sort_keys=True).encode())
+def model_fingerprint(prov_inputs: dict, served: dict, names=("teacher", "codec", "student")) -> str:
+    """A short hash of what decides a served model's answers: its files' hashes and how it is read
+    (`served`: method, budget, its setting, the methods and model keys of its slice). The request
+    cache is only reused for the same model read the same way: methods without weights of their own
+    (the teacher, final_loop, cla, kv_quant at any budget) share the teacher's files."""
+    digest = hashlib.sha256(json.dumps({"files": {k: prov_inputs[k]["sha256"] for k in names if k in prov_inputs},
+                                        "served": served}, sort_keys=True).encode())
     return digest.hexdigest()[:12]
 
 
@@ -117,7 +120,9 @@ def _lm_eval_shard(args) -> None:
     if args.cache_dir:
         # one sqlite file per (model weights, task, shard): concurrent shards never share a writer
         block = prov.block()
-        folder = Path(args.cache_dir) / model_fingerprint(block["inputs"])
+        served_as = {"method": args.method, "budget": args.budget, "setting": served.setting,
+                     "methods": args.cfg["methods"], "model": args.cfg["model"]}
+        folder = Path(args.cache_dir) / model_fingerprint(block["inputs"], served_as)
         folder.mkdir(parents=True, exist_ok=True)
         cache_db = str(folder / f"{args.task}-{args.shard}of{args.shards}")
     result = run_task(lm, cfg, docs, cache_db=cache_db, seed=derive_seed(args.seed, "lm-eval-run", task.data))
