@@ -4,6 +4,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -407,3 +408,23 @@ def test_cli_subprocess(tmp_path):
                          capture_output=True, text=True, env=env, cwd=ROOT)
     assert res.returncode == 2
     assert "config key 'model.arch.head_dim'" in res.stderr
+
+
+@pytest.mark.parametrize("section,edit,key", [
+    ("budget label", {"methods": {"budgets": {"$(touch /tmp/loopkv-pwned)x": 4.0}}}, "methods.budgets"),
+    ("budget label", {"methods": {"budgets": {"..": 4.0}}}, "methods.budgets"),
+    ("budget label", {"methods": {"budgets": {"4x;id": 4.0}}}, "methods.budgets"),
+    ("served pair", {"lm_eval": {"models": ["lla/$(id)"]}}, "lm_eval.models[0]"),
+    ("served pair", {"passkey_grid": {"models": ["lla/../../x"]}}, "passkey_grid.models[0]"),
+    ("recipe name", {"melt": {"ablations": {"a b;rm": {"gate": "mean"}}}}, "melt.ablations"),
+])
+def test_names_that_reach_paths_and_command_lines_are_safe(section, edit, key):
+    """Labels become result folders and words of the jobs' shell lines: a label a shell would read
+    (or that climbs out of the results tree) is refused before any job, naming the key."""
+    config = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text())
+    for name, value in edit.items():   # one entry added, the rest of the default kept
+        for sub, entry in value.items():
+            config[name][sub] = {**config[name][sub], **entry} if isinstance(entry, dict) else entry
+    with pytest.raises(LoopKVError) as raised:
+        load_config(config, check_paths=False)
+    assert re.search(rf"config key '{re.escape(key)}'[^\n]*(does not match|must match)", str(raised.value)), str(raised.value)

@@ -3,7 +3,7 @@
 
 
 wildcard_constraints:
-    budget="[^/]+",
+    budget="[A-Za-z0-9][A-Za-z0-9_.+-]{0,31}",   # the schema's label pattern: nothing a shell would read
 
 
 rule distill:
