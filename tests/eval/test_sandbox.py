@@ -1,7 +1,10 @@
 """The sandbox for generated code: canonical HumanEval solutions pass, wrong ones fail, and hostile
 programs are contained (scored as failures, and the host is untouched)."""
+import os
+import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -14,7 +17,7 @@ from loopkv.eval.sandbox import Limits, available, run_program
 
 OK, WHY = available()
 pytestmark = pytest.mark.skipif(not OK, reason=f"sandbox unavailable on this machine: {WHY}")
-QUICK = Limits(timeout_s=5, cpu_s=2, memory_mb=256, processes=8, output_kb=64)
+QUICK = Limits(timeout_s=5, cpu_s=2, memory_mb=256, output_kb=64)
 
 
 @pytest.fixture
@@ -137,5 +140,49 @@ def test_network_is_unreachable_even_on_the_hosts_loopback():
 
 
 def test_the_box_starts_empty_and_runs_unprivileged():
-    outcome = run_program("import os\nprint(os.getuid(), os.listdir('.'), sorted(os.listdir('/tmp')))", QUICK)
-    assert outcome.passed and outcome.stdout.split("\n")[0] == "65534 [] ['box']"
+    outcome = run_program("import os\nprint(os.getuid(), os.getcwd(), os.listdir('.'), sorted(os.listdir('/')))", QUICK)
+    assert outcome.passed
+    assert outcome.stdout.split("\n")[0] == "65534 /tmp [] ['dev', 'lib', 'lib64', 'tmp', 'usr']"
+
+
+def test_a_program_that_exits_0_before_its_tests_scores_0():
+    """The verdict is the judge's token after the program returned, never the exit status: a
+    completion that exits with status 0 when called, or at import before check() runs, scores 0."""
+    problems = humaneval_problems()[:12]
+    completions = ("    import sys; sys.exit(0)\n", "    import os; os._exit(0)\n",
+                   "    return None\nimport sys\nsys.exit(0)\n", "    return None\nimport os\nos._exit(0)\n",
+                   "    return None\nimport os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    for completion in completions:
+        outcomes = run_all([humaneval_program(p, completion) for p in problems])
+        assert sum(o.passed for o in outcomes) == 0, completion
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="this machine's tests run as a normal user already")
+def test_the_sandbox_works_for_a_normal_user(tmp_path_factory):
+    """The same harness run by an unprivileged user (no root to hand over from): the package's
+    sandbox files copied where that user can read them, run by the system interpreter."""
+    import loopkv.errors
+    import loopkv.eval.sandbox as sandbox
+
+    root = Path(tempfile.mkdtemp(prefix="loopkv-user-sandbox-"))
+    try:
+        (root / "loopkv" / "eval").mkdir(parents=True)
+        (root / "loopkv" / "__init__.py").write_text("")
+        (root / "loopkv" / "eval" / "__init__.py").write_text("")
+        shutil.copy(loopkv.errors.__file__, root / "loopkv" / "errors.py")
+        for name in ("sandbox.py", "sandbox_launcher.py"):
+            shutil.copy(Path(sandbox.__file__).with_name(name), root / "loopkv" / "eval" / name)
+        for p in [root, *root.rglob("*")]:
+            p.chmod(0o755)
+        script = ("from loopkv.eval.sandbox import run_program, available, Limits\n"
+                  "ok, why = available()\nassert ok, why\n"
+                  "good = run_program('import os\\nprint(os.getuid())', Limits(timeout_s=5))\n"
+                  "bad = run_program('import sys\\nsys.exit(0)', Limits(timeout_s=5))\n"
+                  "print(good.passed, good.stdout.strip(), bad.passed)\n")
+        run = subprocess.run(["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "/usr/bin/python3", "-I",
+                              "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n" + script],
+                             capture_output=True, text=True, cwd="/", timeout=60)
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.split() == ["True", "65534", "False"]
+    finally:
+        shutil.rmtree(root)
