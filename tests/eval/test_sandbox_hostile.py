@@ -140,7 +140,10 @@ def attacks(h: dict) -> dict[str, str]:
         "new_userns_remount_rw": LIBC + "assert libc.unshare(0x10000000 | 0x00020000) == 0\n"
                                  "assert libc.mount(None, b'/usr', None, 32 | 4096, None) == 0\n"
                                  f"open('/usr/{MARK}', 'w').write('x')",
-        "ptrace_parent": LIBC + "assert libc.ptrace(16, os.getppid(), 0, 0) == 0",
+        # PTRACE_SEIZE does not stop PID 1 (an attach would, and the run would time out for that)
+        "ptrace_pid_1": LIBC + "assert libc.ptrace(0x4206, os.getppid(), 0, 0) == 0",
+        "nested_user_namespace": LIBC + "assert libc.unshare(0x10000000) == 0",
+        "token_from_the_judges_globals": "import __main__, os\nos.write(3, __main__.token)\nos._exit(0)",
         # resources
         "memory_hog": "x = bytearray(2 * 2**30)",
         "fill_tmp": "open('/tmp/big', 'wb').write(b'x' * 64 * 2**20)",

@@ -105,21 +105,21 @@ def _root_mount(allow: tuple[str, ...]) -> str:
     raise LoopKVError(f"the sandbox needs an existing directory to build its root on: none of {_ROOT_MOUNTS}")
 
 
-def _plan(limits: Limits, verdict_fd: int) -> dict:
+def _plan(limits: Limits, verdict_fd: int, ready_fd: int) -> dict:
     python = _python()
     allow = allow_list(python)
     return {"python": python, "allow": list(allow), "root_mount": _root_mount(allow), "verdict_fd": verdict_fd,
+            "ready_fd": ready_fd,
             "disk_kb": limits.disk_kb, "inodes": limits.inodes, "limits": asdict(limits)}
 
 
-def _as_box_user():
-    """In the launcher's process before exec: its own session (a timeout kills the group), and
-    root hands over to `nobody` (the box is built with the user namespace's capabilities only)."""
-    os.setsid()
+def _box_user() -> dict:
+    """Popen arguments: the launcher in its own session (a timeout kills the group), and root hands
+    over to `nobody` (the box is built with the user namespace's capabilities only). Set by
+    Popen in C, safe in a threaded harness (preexec_fn is not)."""
     if os.geteuid() == 0:
-        os.setgroups([])
-        os.setresgid(NOBODY, NOBODY, NOBODY)
-        os.setresuid(NOBODY, NOBODY, NOBODY)
+        return {"user": NOBODY, "group": NOBODY, "extra_groups": []}
+    return {}
 
 
 @functools.lru_cache(maxsize=1)
@@ -148,42 +148,47 @@ def run_program(source: str, limits: Limits = Limits(), hidden=()) -> Outcome:
     allow = allow_list(_python())
     for p in hidden:
         p = os.path.realpath(p)
-        if any(a == p or a.startswith(p + "/") for a in allow):
-            raise LoopKVError(f"cannot hide {p}: the box's interpreter lives there")
+        if any(a == p or a.startswith(p + "/") or p.startswith(a.rstrip("/") + "/") for a in allow):
+            raise LoopKVError(f"cannot hide {p}: it holds or lies in the box's interpreter files")
     return _run(source, limits)
 
 
 def _run(source: str, limits: Limits) -> Outcome:
     token = secrets.token_hex(16).encode()
     verdict_r, verdict_w = os.pipe()
+    ready_r, ready_w = os.pipe()
     try:
-        plan = _plan(limits, verdict_w)
+        plan = _plan(limits, verdict_w, ready_w)
         command = [plan["python"], "-I", "-S", "-B", "-c", _LAUNCHER.read_text(), json.dumps(plan)]
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             start = time.monotonic()
-            proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=out, stderr=err, env={},
-                                    cwd="/", pass_fds=(verdict_w,), preexec_fn=_as_box_user)
-            os.close(verdict_w)
-            verdict_w = -1
+            proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=out, stderr=err, env={}, cwd="/",
+                                    pass_fds=(verdict_w, ready_w), start_new_session=True, **_box_user())
+            for fd in (verdict_w, ready_w):
+                os.close(fd)
+            verdict_w = ready_w = -1
             try:
                 proc.communicate(token + b"\n" + source.encode(), timeout=limits.timeout_s)
                 timed_out = False
             except subprocess.TimeoutExpired:
                 timed_out = True
-            finally:   # the box's PID 1 dies with the launcher (parent-death signal): all of it goes
-                _kill_group(proc)
+                _kill(proc)   # only while it runs: once reaped, its process group id may be another's
             seconds = time.monotonic() - start
-            verdict = _read_verdict(verdict_r, len(token))
+            verdict = _read_pipe(verdict_r, len(token))
+            ready = _read_pipe(ready_r, 1)
             out.seek(0)
             err.seek(0)
+            stdout = out.read(limits.output_kb * 1024).decode(errors="replace")
+            stderr = err.read(limits.output_kb * 1024).decode(errors="replace")
+            if ready != b"R" and not timed_out:
+                raise LoopKVError(f"the sandbox could not build a box for this run: {stderr.strip()[-400:]}")
             status = "timeout" if timed_out else ("passed" if verdict == token else "failed")
             return Outcome(passed=status == "passed", status=status, returncode=proc.returncode, seconds=seconds,
-                           stdout=out.read(limits.output_kb * 1024).decode(errors="replace"),
-                           stderr=err.read(limits.output_kb * 1024).decode(errors="replace"))
+                           stdout=stdout, stderr=stderr)
     finally:
-        os.close(verdict_r)
-        if verdict_w >= 0:
-            os.close(verdict_w)
+        for fd in (verdict_r, ready_r, verdict_w, ready_w):
+            if fd >= 0:
+                os.close(fd)
 
 
 def _children(pid: int) -> list[int]:
@@ -199,7 +204,7 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill(proc: subprocess.Popen) -> None:
     """The box's PID 1 first (the program may have left the launcher's session and reset its
     parent-death signal; it cannot have started anything else), then the launcher."""
     if proc.poll() is None:
@@ -215,9 +220,9 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def _read_verdict(fd: int, size: int) -> bytes:
-    """What the judge wrote, if anything: every writer has exited, so this never blocks past EOF.
-    Bytes beyond the token's size mean the channel was written by something else: no verdict."""
+def _read_pipe(fd: int, size: int) -> bytes:
+    """What was written, if anything: every writer has exited, so this never blocks past EOF.
+    Bytes beyond the expected size mean the channel was written by something else: nothing."""
     os.set_blocking(fd, False)
     try:
         data = os.read(fd, size + 1)

@@ -10,10 +10,12 @@ nothing of loopkv. Steps, each needing no privilege on the host:
 3. a fresh root on an empty tmpfs: only the plan's allow-list (the interpreter, its stdlib and the
    shared libraries they load) bound read-only, /dev/{null,zero,random,urandom}, an empty
    size-limited tmpfs at /tmp (the only writable place); the host's root is detached (pivot_root);
-4. limits, then exec: no children and no threads at all (RLIMIT_NPROC counts this user
-   namespace's processes), so the address-space limit bounds the whole run; CPU seconds, open
-   files, file size (its stdout / stderr are files), no core dumps, no new privileges, an empty
-   capability bounding set; the exec'd interpreter is an unprivileged user and holds no capability.
+4. PID 1 drops every capability, becomes non-dumpable (the program cannot ptrace it), forbids
+   nested user namespaces and takes the limits the program inherits: no children and no threads
+   at all (RLIMIT_NPROC counts this user namespace's processes), so the address-space limit bounds
+   the whole run; CPU seconds, open files, file size (its stdout / stderr are files), no core
+   dumps, no new privileges; then it signals "ready" and starts the program, an unprivileged user
+   holding no capability.
 The judge runs next to the program in the interpreter (DRIVER): it reads the per-run token and the
 program from stdin, closes stdin, runs the program, and only if the program returned writes the
 token to fd 3, the verdict channel. An early exit, a signal or a SystemExit never writes it.
@@ -31,7 +33,7 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
 MNT_DETACH = 2
-PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 24, 38
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
 PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203, "s390x": 217, "riscv64": 41}
 BOX_USER = 65534
 VERDICT_FD = 3
@@ -42,24 +44,26 @@ _LOCKED = ((os.ST_RDONLY, MS_RDONLY), (os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, M
            (os.ST_NOEXEC, MS_NOEXEC), (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME),
            (os.ST_RELATIME, MS_RELATIME))
 
+# The judge keeps the token in its frame only (not in any module's globals) and runs the program
+# in a fresh namespace; sys.exit / SystemExit and every other exception are failures.
 DRIVER = r"""
-import os, sys
-data = sys.stdin.buffer.read()
-os.close(0)
-token, _, program = data.partition(b"\n")
-try:
-    code = compile(program, "<program>", "exec")
-    exec(code, {"__name__": "__main__", "__builtins__": __builtins__})
-except BaseException:
-    import traceback
-    traceback.print_exc()
+def judge():
+    import os, sys
+    token, _, program = sys.stdin.buffer.read().partition(b"\n")
+    os.close(0)
+    try:
+        exec(compile(program, "<program>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+        passed = True
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+        passed = False
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(1)
-sys.stdout.flush()
-sys.stderr.flush()
-os.write(3, token)
-os._exit(0)
+    if passed:
+        os.write(3, token)
+    os._exit(0 if passed else 1)
+judge()
 """
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -122,7 +126,7 @@ def _bind_read_only(host, inside):
         os.makedirs(inside, 0o755, exist_ok=True)
     else:
         open(inside, "w").close()
-    _mount(host, inside, None, MS_BIND | MS_REC)
+    _mount(host, inside, None, MS_BIND)   # not recursive: mounts below an allowed path stay out
     locked = 0
     st = os.statvfs(host)
     for stat_flag, mount_flag in _LOCKED:
@@ -159,17 +163,27 @@ def build_root(plan):
     libc.sethostname(b"box", 3)
 
 
-def drop_and_exec(plan):
+def apply_limits(plan):
+    """In PID 1, inherited by the program. The launcher's three processes (the first, PID 1 and the
+    program) are all this user namespace may hold: neither can start another process or thread,
+    so the address-space limit bounds the whole run."""
     import resource
     limits = plan["limits"]
-    # The launcher's three processes (the first, PID 1 and this one) are all this user namespace
-    # may hold: the program can start no process and no thread, so the address-space limit bounds
-    # the whole run.
     for name, value in ((resource.RLIMIT_NPROC, 3), (resource.RLIMIT_CPU, limits["cpu_s"]),
                         (resource.RLIMIT_AS, limits["memory_mb"] * 2**20),
                         (resource.RLIMIT_FSIZE, limits["output_kb"] * 1024),
                         (resource.RLIMIT_NOFILE, limits["open_files"]), (resource.RLIMIT_CORE, 0)):
         resource.setrlimit(name, (value, value))
+
+
+def no_nested_user_namespaces():
+    """The box's user namespace may hold no other: generated code gets no capability anywhere,
+    not even in a namespace of its own (the per-namespace limit; read through the host's /proc
+    before the pivot)."""
+    _write("/proc/sys/user/max_user_namespaces", "0")
+
+
+def drop_and_exec(plan):
     os.closerange(VERDICT_FD + 1, 1 << 16)
     os.execve(plan["python"], [plan["python"], "-I", "-S", "-B", "-c", DRIVER],
               {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"})
@@ -191,8 +205,14 @@ def run_box(plan):
     PID 1, so the signals it sends itself act as they do anywhere (init ignores them); when PID 1
     exits the kernel kills whatever is left in the box."""
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    no_nested_user_namespaces()
     build_root(plan)
     drop_capabilities()
+    # not dumpable: the program (the same user) can neither ptrace PID 1 nor read its memory
+    _check(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "dumpable")
+    apply_limits(plan)
+    os.write(plan["ready_fd"], b"R")   # the box is built: what fails from here is the program's
+    os.close(plan["ready_fd"])
     program = os.fork()
     if program == 0:
         if plan["verdict_fd"] != VERDICT_FD:
@@ -209,6 +229,7 @@ def main():
     plan = json.loads(sys.argv[1])
     try:
         enter_namespaces()
+        _check(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "dumpable")
     except OSError as e:
         print(f"sandbox: {e}", file=sys.stderr)
         os._exit(125)
@@ -220,6 +241,7 @@ def main():
             print(f"sandbox: {e}", file=sys.stderr)
         os._exit(125)
     os.close(plan["verdict_fd"])
+    os.close(plan["ready_fd"])
     os.close(0)
     _, status = os.waitpid(box, 0)
     os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
