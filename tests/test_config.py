@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -99,23 +100,115 @@ def test_ouro_config_passes_once_checkpoint_is_there(tmp_path):
 
 
 def test_schema_conventions():
-    """Every key documented with type/description/default; every object closed."""
+    """Every key documented with type/description/default; every object closed, label maps' entries
+    included (typed, no free-form mapping anywhere); every integer bounded above, the bound stated in
+    its description; every list's items typed."""
     schema = load_schema()
     from loopkv.config import _Validator
     _Validator.check_schema(schema)
+    bounded = []
 
-    def walk(node: dict, where: str) -> None:
-        if node.get("type") == "object":
+    def walk(node: dict, where: str, entry: bool = False) -> None:
+        types = node.get("type") if isinstance(node.get("type"), list) else [node.get("type")]
+        if "object" in types:
             if isinstance(node.get("additionalProperties"), dict):   # a map keyed by labels
                 assert "properties" not in node and "description" in node, where
+                assert node.get("propertyNames", {}).get("type") == "string", f"{where}: label keys must be text"
+                walk(node["additionalProperties"], f"{where}.<label>", entry=True)
                 return
             assert node.get("additionalProperties") is False, where
+            assert "properties" in node, f"{where}: an object without typed keys"
             for key, sub in node["properties"].items():
-                for field in ("type", "description", "default"):
+                # a required key has no default, nor has a label map entry's: left out means "not overridden"
+                plain = entry or key in node.get("required", ())
+                for field in ("type", "description") if plain else ("type", "description", "default"):
                     assert field in sub, f"{where}.{key} has no {field}"
-                walk(sub, f"{where}.{key}".lstrip("."))
+                walk(sub, f"{where}.{key}".lstrip("."), entry)
+        if "array" in types:
+            assert isinstance(node.get("items"), dict) and "type" in node["items"], f"{where}: untyped items"
+            walk(node["items"], f"{where}[]", entry)
+        if "integer" in types and "enum" not in node:
+            assert "maximum" in node, f"{where}: an integer without an upper bound"
+            bounded.append(where)
 
     walk(schema, "")
+    assert len(bounded) > 100
+    # documented: each top-level key's description states its bound (items' bounds: their list's)
+    def described(node, where):
+        for key, sub in node.get("properties", {}).items():
+            if "maximum" in sub and "integer" in str(sub.get("type")) and "enum" not in sub:
+                text = sub["description"]
+                assert f"{sub['maximum']:,}" in text or f"{sub['maximum']}" in text, f"{where}{key}: bound not described"
+            described(sub, f"{where}{key}.")
+    described(schema, "")
+
+
+def test_schema_names_match_the_registries():
+    """Names the schema lists itself must be the registries' (loopkv.cache.registry, the MELT recipes)."""
+    from loopkv.cache.registry import METHODS
+    from loopkv.models.configuration_ouro import OuroConfig
+    from loopkv.models.melt_gate import VARIANTS
+    from loopkv.train.melt_recipes import RECIPE_KEYS
+
+    props = load_schema()["properties"]
+    assert set(props["methods"]["properties"]["table1"]["additionalProperties"]["items"]["enum"]) == \
+        set(METHODS) - {"full", "melt"}
+    ablation = props["melt"]["properties"]["ablations"]["additionalProperties"]["properties"]
+    assert tuple(ablation) == RECIPE_KEYS
+    assert set(ablation["gate"]["enum"]) == set(props["melt"]["properties"]["gate"]["enum"]) == set(VARIANTS)
+    paper_model = props["serve"]["properties"]["paper"]["properties"]["models"]["additionalProperties"]
+    assert set(paper_model["properties"]) <= set(OuroConfig.__annotations__)
+    from loopkv.cache.latent_codec import LAYOUTS
+    assert set(props["calibration"]["properties"]["layouts"]["items"]["enum"]) == set(LAYOUTS)
+    from loopkv.data.sources import KNOWN_SOURCES
+    corpus = props["data"]["properties"]["corpus"]["properties"]
+    assert set(corpus["sources"]["items"]["enum"]) == set(KNOWN_SOURCES)
+
+
+def test_paper_scale_fits_the_bounds():
+    """The bounds admit paper scale with headroom: Ouro-2.6B's depth, 8 GPUs, 64k-token passkey prompts,
+    the 262144-token kernel context, MELT's 32k-token memory curve, a 1M-token Table 5 context."""
+    raw = yaml.safe_load(OURO.read_text())
+    raw["model"]["arch"].update(num_hidden_layers=48, max_position_embeddings=1048576)
+    raw["passkey_grid"]["lengths"] = [2048, 65536, 262144]
+    raw["serve"]["kernel"]["contexts"] = [262144, 1048576]
+    raw["serve"]["paper"]["context"] = 1048576
+    raw["melt"]["memory_lengths"] = [32768, 131072]
+    raw["melt"]["seq_len"] = raw["teacher_eval"]["seq_len"] = 32768
+    raw["lm_eval"]["tasks"][0].update(max_gen_toks=32768, shards=64)
+    raw["launch"].update(ranks=8, gpus=8)
+    load_config(raw, check_paths=False)
+
+
+@pytest.mark.parametrize("edit, key, says", [
+    ({"methods.k_share": float("nan")}, "methods.k_share", "must be a finite number, got .nan"),
+    ({"teacher.lr": float("inf")}, "teacher.lr", "must be a finite number, got .inf"),
+    ({"teacher.lr": True}, "teacher.lr", "true/false is not a number here"),
+    ({"teacher.batch_size": 10**9}, "teacher.batch_size", "must be <= 4096, got 1000000000 (the upper bound"),
+    ({"serve.batch_sizes": [1, 8, 8]}, "serve.batch_sizes", "(8 more than once)"),
+    ({"methods.budgets": {"4x": 4.0, "four": 4.0}}, "methods.budgets.four", "has the ratio of '4x'"),
+    ({"serve.kernel.r_v": 1000}, "serve.kernel.r_v", "must be <= T x serve.kernel.head_dim (4 x 128 = 512)"),
+    ({"passkey_grid.lengths": list(range(16, 16 + 65))}, "passkey_grid.lengths", "at most 64 items, got 65"),
+])
+def test_new_checks_say_what_is_wrong(edit, key, says):
+    cfg = copy.deepcopy(DEFAULT_VALUES)
+    for dotted, value in edit.items():
+        _set(cfg, dotted, value)
+    with pytest.raises(LoopKVError) as info:
+        load_config(cfg, check_paths=False)
+    first = str(info.value).splitlines()[0]
+    assert first.startswith(f"config key '{key}': ") and says in first, first
+
+
+def test_results_dirs_are_checked_only_with_paths(tmp_path):
+    (tmp_path / "file").write_text("x")
+    raw = {"results_dir": "file/results", "reports_dir": "file", "logs_dir": "new/logs", "serve": {"kernel": {"measured": []}}}
+    with pytest.raises(LoopKVError) as info:
+        load_config(raw, base_dir=tmp_path)
+    assert str(info.value).splitlines() == [
+        f"config key 'results_dir': cannot be created: {tmp_path}/file/results is below {tmp_path}/file, which is a file",
+        f"config key 'reports_dir': must be a directory, but {tmp_path}/file is a file"]
+    load_config(raw, check_paths=False)   # a library caller elsewhere (a job's cwd) is not judged by this one
 
 
 def test_schema_works_with_snakemake_validate():
@@ -385,7 +478,30 @@ def test_register_adds_config_check():
     parser = argparse.ArgumentParser()
     config_commands.register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["config-check", "x.yaml", "--no-paths"])
-    assert (args.config, args.no_paths, args.func) == ("x.yaml", True, config_commands.config_check)
+    assert (args.config, args.no_paths, args.func) == (["x.yaml"], True, config_commands.config_check)
+    args = parser.parse_args(["config-check", "a.yaml", "--configfile", "b.yaml", "c.yaml", "--config", "seed=1"])
+    assert (args.config, args.configfiles, args.config_args) == (["a.yaml"], ["b.yaml", "c.yaml"], ["seed=1"])
+
+
+def test_cli_merges_over_the_workflow_config_as_snakemake_does(config_only_cli, capsys, monkeypatch, tmp_path):
+    """micro.yaml states only what it changes (Snakemake merges it over config/config.yaml): accepted,
+    and a mixture written in part keeps the default's other weights, as in the run."""
+    monkeypatch.chdir(ROOT)
+    assert config_only_cli(["config-check", "tests/workflow/micro.yaml", "--print-config"]) == 0
+    out = capsys.readouterr().out
+    merged = json.loads(out[out.index("{"):])
+    assert merged["methods"]["budgets"] == {"2x": 2.0, "4x": 4.0, "5.33x": 5.333333, "21.33x": 21.333333}
+    part = tmp_path / "part.yaml"
+    part.write_text("teacher: {mixture: {corpus: 1.0}}\n")
+    assert config_only_cli(["config-check", str(part), "--print-config"]) == 0
+    out = capsys.readouterr().out
+    assert json.loads(out[out.index("{"):])["teacher"]["mixture"] == {"corpus": 1.0, "passkey": 0.3, "arithmetic": 0.4}
+    # elsewhere (no config/config.yaml) the files alone, as Snakemake run there would take them
+    monkeypatch.chdir(tmp_path)
+    assert config_only_cli(["config-check", str(part), "--no-paths"]) == 0
+    assert "note: no config/config.yaml here" in capsys.readouterr().out
+    assert config_only_cli(["config-check"]) == 2
+    assert "the workflow's config file" in capsys.readouterr().err
 
 
 def _full_cli_available() -> bool:
@@ -428,3 +544,12 @@ def test_names_that_reach_paths_and_command_lines_are_safe(section, edit, key):
     with pytest.raises(LoopKVError) as raised:
         load_config(config, check_paths=False)
     assert re.search(rf"config key '{re.escape(key)}'[^\n]*(does not match|must match)", str(raised.value)), str(raised.value)
+
+
+def test_a_recursive_yaml_alias_is_named_not_a_recursion_error(tmp_path):
+    from loopkv.config import load_workflow_config
+
+    path = tmp_path / "recursive.yaml"
+    path.write_text("data: &a {corpus: {text_files: *a}}\n")
+    with pytest.raises(LoopKVError, match="'data.corpus.text_files': holds itself"):
+        load_workflow_config([path], check_paths=False)

@@ -3,11 +3,15 @@
 Each area of the package contributes its subcommands through a `register(subparsers)` function, so
 this file only assembles them. Rules pass the config slice they use as JSON (`--cfg`), so that the
 command sees exactly what Snakemake tracks as the rule's params.
+
+A user-facing error (LoopKVError: bad input, a corrupt or missing file) is printed without a
+traceback, exit status 2; `loopkv --debug <command> ...` (or LOOPKV_DEBUG=1) shows the traceback.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from loopkv.errors import LoopKVError
@@ -29,6 +33,8 @@ _COMMAND_MODULES = (
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="loopkv", description=__doc__.splitlines()[0])
+    parser.add_argument("--debug", action="store_true",
+                        help="on an error, show its traceback (also with LOOPKV_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in _COMMAND_MODULES:
         importlib.import_module(name).register(sub)
@@ -52,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = args.func(args)
     except LoopKVError as e:
+        if args.debug or os.environ.get("LOOPKV_DEBUG", "") not in ("", "0"):
+            raise
         print(f"loopkv {args.command}: error: {e}", file=sys.stderr)
         return 2
     return int(result or 0)

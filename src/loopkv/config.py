@@ -1,15 +1,20 @@
 """Load, complete and check a loopkv config.
 
-The schema (workflow/schemas/config.schema.yaml) is the single source of defaults, types and ranges;
-this module adds what a schema cannot say well: cross-key rules and the existence of paths. Every
-error names the dotted key it is about, so a user can find the line to fix.
+The schema (workflow/schemas/config.schema.yaml) is the single source of defaults, types and ranges
+(every size that drives memory or time has an upper bound there); this module adds what a schema
+cannot say well: cross-key rules, the kinds and existence of paths, and reading and merging config
+files exactly as Snakemake does, so that `loopkv config-check` validates the config Snakemake will
+run. Every error names the dotted key it is about, so a user can find the line to fix.
 """
 from __future__ import annotations
 
+import collections.abc
 import copy
+import datetime
 import difflib
 import functools
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -27,10 +32,30 @@ DEFAULT_CONFIG_PATH = _REPO_ROOT / "config" / "config.yaml"
 # 256 byte tokens + 3 specials: a byte-level BPE cannot be smaller than its base alphabet.
 MIN_BPE_VOCAB = 259
 
-# jsonschema counts 3.0 as an integer; a step count or size written as a float is a mistake here.
-_TYPE_CHECKER = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
-    "integer", lambda _checker, x: isinstance(x, int) and not isinstance(x, bool)
-)
+# The Snakefile's own config file (its `configfile:`), relative to the working directory.
+WORKFLOW_CONFIGFILE = "config/config.yaml"
+
+# The most lm-eval shard jobs (served models x shards of every task, plus the passkey grid's) one
+# config may plan: Snakemake holds every job of the DAG in memory while it builds it, and a huge
+# shard count exhausted that memory before any job ran. The paper config plans 188, the default 48.
+MAX_LM_EVAL_JOBS = 10_000
+
+
+def _is_integer(_checker, x) -> bool:
+    # jsonschema counts 3.0 (and True) as an integer; a step count written as a float is a mistake here
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(_checker, x) -> bool:
+    # finite numbers only: YAML's .nan / .inf (and JSON's NaN / Infinity) are never a valid setting,
+    # and neither is true/false or a complex number (YAML !!python/complex)
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return False
+    return isinstance(x, int) or math.isfinite(x)
+
+
+_TYPE_CHECKER = (jsonschema.Draft202012Validator.TYPE_CHECKER
+                 .redefine("integer", _is_integer).redefine("number", _is_number))
 _Validator = jsonschema.validators.extend(
     jsonschema.Draft202012Validator, type_checker=_TYPE_CHECKER
 )
@@ -45,14 +70,17 @@ def load_schema() -> dict:
         return yaml.safe_load(f)
 
 
-# ---------------------------------------------------------------- loading and defaults
+# ---------------------------------------------------------------- reading and merging, as Snakemake does
 
 
 def load_config(path_or_dict: str | os.PathLike | dict, *, check_paths: bool = True,
                 base_dir: str | os.PathLike | None = None) -> dict:
-    """Read a YAML file (or copy a dict), fill schema defaults, validate, return the full config."""
+    """Read one config file (parsed as Snakemake parses it) or copy a dict, fill schema defaults,
+    validate, return the full config. The file is taken alone: `load_workflow_config` merges files
+    over the workflow's config/config.yaml as a Snakemake run does."""
     if isinstance(path_or_dict, (str, os.PathLike)):
-        raw = _read_yaml(Path(path_or_dict))
+        raw = read_config_file(Path(path_or_dict))
+        raw = {} if raw is None else raw   # an empty file means "all defaults"
     else:  # already parsed (e.g. Snakemake's `config`); a non-mapping is reported by validation
         raw = copy.deepcopy(path_or_dict)
     config = apply_defaults(raw)
@@ -60,14 +88,259 @@ def load_config(path_or_dict: str | os.PathLike | dict, *, check_paths: bool = T
     return config
 
 
-def _read_yaml(path: Path) -> Any:
-    if not path.is_file():
-        raise LoopKVError(f"config file does not exist: {path}")
+def load_workflow_config(configfiles: Iterable[str | os.PathLike] = (), config_args: Iterable[str] = (), *,
+                         workflow_configfile: str | os.PathLike = WORKFLOW_CONFIGFILE,
+                         replace_workflow_config: bool = False, check_paths: bool = True,
+                         base_dir: str | os.PathLike | None = None) -> dict:
+    """The config `snakemake --configfile FILES --config ARGS` runs in `base_dir` (default: cwd),
+    filled and validated as the Snakefile does (workflow/rules/common.smk)."""
+    raw = workflow_config(configfiles, config_args, workflow_configfile=workflow_configfile,
+                          replace_workflow_config=replace_workflow_config, base_dir=base_dir)
+    config = apply_defaults(raw)
+    validate_config(config, check_paths=check_paths, base_dir=base_dir, check_dirs=True)
+    return config
+
+
+def workflow_config(configfiles: Iterable[str | os.PathLike] = (), config_args: Iterable[str] = (), *,
+                    workflow_configfile: str | os.PathLike = WORKFLOW_CONFIGFILE,
+                    replace_workflow_config: bool = False, base_dir: str | os.PathLike | None = None) -> dict:
+    """Snakemake 9's `config` before the Snakefile's validation, merged as it merges (settings.types.
+    ConfigSettings and Workflow.configfile): the command line's files in order, then --config KEY=VALUE
+    on top, together the "overwrite config"; the Snakefile's own config file (workflow_configfile,
+    relative to the working directory) is merged over a copy of it and the overwrite config over that
+    again. So a mapping in a file is merged key by key into the default's (a key cannot be removed,
+    a mixture written in part keeps the default's other weights) and any other value (a list)
+    replaces the default's whole."""
+    base_dir = Path.cwd() if base_dir is None else Path(base_dir)
+    configfiles = [Path(f) for f in configfiles]
+    overwrite: dict = {}
+    for path in configfiles:
+        update_config(overwrite, _read_mapping(path if path.is_absolute() else base_dir / path))
+    update_config(overwrite, parse_config_args(config_args))
+    config = copy.deepcopy(overwrite)
+    own = Path(workflow_configfile)
+    own = own if own.is_absolute() else base_dir / own
+    if own.exists():
+        update_config(config, _read_mapping(own))
+        if overwrite:
+            if replace_workflow_config:
+                config = {}
+            update_config(config, overwrite)
+    elif not configfiles:
+        raise LoopKVError(f"the workflow's config file {own} does not exist (Snakemake stops there too; "
+                          f"run from the workflow's directory or name config files)")
+    else:   # Snakemake: no workflow config file, the command line's files alone
+        update_config(config, overwrite)
+    return config
+
+
+def update_config(config: dict, overwrite: dict) -> None:
+    """snakemake.utils.update_config, the same semantics: `overwrite` merged into `config` in place,
+    nested mappings key by key, any other value replacing the old one."""
+
+    def merge(config, overwrite):
+        for key, value in overwrite.items():
+            if not isinstance(config, collections.abc.Mapping):
+                config = {}
+            if isinstance(value, collections.abc.Mapping):
+                config[key] = merge(config.get(key, {}), value)
+            else:
+                config[key] = value
+        return config
+
+    merge(config, overwrite)
+
+
+_CONFIG_ARG_KEY = re.compile(r"[a-zA-Z_][\w-]*\w$")
+
+
+def parse_config_args(entries: Iterable[str]) -> dict:
+    """snakemake.cli.parse_config: `--config KEY=VALUE ...` as Snakemake reads them. Only top-level
+    keys; each value is tried as an int, a float (so "nan" and "inf" are floats), True/False, YAML
+    read with the BaseLoader (a nested mapping's values stay text), then text."""
+    config: dict = {}
+
+    def as_bool(value: str) -> bool:
+        if value in ("True", "False"):
+            return value == "True"
+        raise ValueError(value)
+
+    def as_yaml(value: str):
+        return yaml.load(value, Loader=yaml.loader.BaseLoader)
+
+    for entry in entries:
+        key, sep, value = entry.partition("=")
+        if not sep:
+            raise LoopKVError(f"--config {entry!r}: must be KEY=VALUE (Snakemake refuses it too)")
+        value = value.strip("'\"")
+        if not _CONFIG_ARG_KEY.match(key):
+            raise LoopKVError(f"--config {entry!r}: the key must be a top-level name (Snakemake refuses it too)")
+        if value == "":
+            update_config(config, {key: None})
+            continue
+        parsed = None
+        for parser in (int, float, as_bool, as_yaml, str):
+            try:
+                parsed = parser(value)
+                if not callable(parsed):
+                    break
+            except Exception:   # noqa: BLE001 - Snakemake tries the next reading on any failure
+                pass
+        update_config(config, {key: parsed})
+    return config
+
+
+def read_config_file(path: str | os.PathLike) -> Any:
+    """A config file parsed as Snakemake parses one (snakemake.common.configfile): as JSON when it is
+    JSON (NaN and Infinity included), else as YAML through YTE with PyYAML's FullLoader (templated
+    only when the file sets `__use_yte__: true`). Unlike Snakemake it refuses a key given twice in
+    one mapping (both parsers keep the last one silently), naming it."""
+    path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise LoopKVError(f"config file does not exist: {path}") from None
+    except IsADirectoryError:
+        raise LoopKVError(f"config file {path}: is a directory, not a file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise LoopKVError(f"config file {path}: cannot be read ({type(e).__name__}: {e})") from None
+    try:
+        data = json.loads(text, object_pairs_hook=_JSONObject)
+    except ValueError:   # not JSON: YAML, as Snakemake tries next
+        pass
+    else:
+        _refuse_duplicates(path, list(_json_duplicates(data, [])))
+        return _plain(data)
+    _refuse_duplicates(path, _yaml_duplicates(path, text))
+    import yte   # Snakemake's YAML reader (a Snakemake dependency)
+
+    try:
+        return yte.process_yaml(text, require_use_yte=True)
     except yaml.YAMLError as e:
-        raise LoopKVError(f"config file {path}: not valid YAML: {e}") from e
-    return {} if data is None else data  # an empty file means "all defaults"
+        raise LoopKVError(f"config file {path}: not valid YAML: {e}") from None
+    except Exception as e:   # noqa: BLE001 - a YTE template's own code failed
+        raise LoopKVError(f"config file {path}: its YTE template failed ({type(e).__name__}: {e})") from None
+
+
+def _read_mapping(path: Path) -> dict:
+    """A config file Snakemake accepts: a mapping at the top level."""
+    data = read_config_file(path)
+    for key, msg in _data_problems(data, []):   # before any merge: a self-holding mapping never ends
+        if msg.startswith("holds itself"):
+            raise LoopKVError(f"config file {path}: {_format(key, msg)}")
+    if not isinstance(data, dict):
+        got = "nothing (an empty file)" if data is None else _show(data)
+        raise LoopKVError(f"config file {path}: must hold a mapping of config keys at the top level, got {got} "
+                          f"(Snakemake refuses it too)")
+    return data
+
+
+def workflow_file_problems(paths: Iterable[str | os.PathLike]) -> list[str]:
+    """What Snakemake's own parse of the config files it read lets pass and loopkv refuses (a key
+    given twice), one message per file; for the Snakefile, which sees only the merged result. YTE
+    templates are not rendered again (their keys are checked as written)."""
+    problems = []
+    for path in dict.fromkeys(str(p) for p in paths):
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+            try:
+                data = json.loads(text, object_pairs_hook=_JSONObject)
+            except ValueError:
+                _refuse_duplicates(path, _yaml_duplicates(path, text))
+            else:
+                _refuse_duplicates(path, list(_json_duplicates(data, [])))
+        except (OSError, UnicodeDecodeError):   # Snakemake read it: gone since, or not ours to judge
+            continue
+        except LoopKVError as e:
+            problems.append(str(e))
+    return problems
+
+
+class _JSONObject(dict):
+    """A JSON object that remembers the keys it was given more than once."""
+
+    def __init__(self, pairs):
+        super().__init__(pairs)
+        keys = [k for k, _ in pairs]
+        self.duplicates = [k for i, k in enumerate(keys) if k in keys[:i]]
+
+
+def _json_duplicates(node: Any, path: list) -> Iterator[tuple[str, str]]:
+    if isinstance(node, _JSONObject):
+        for key in dict.fromkeys(node.duplicates):
+            yield dotted_key(path + [str(key)]), "is given twice (JSON keeps the last one silently)"
+        for key, value in node.items():
+            yield from _json_duplicates(value, path + [str(key)])
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            yield from _json_duplicates(item, path + [i])
+
+
+def _plain(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _plain(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_plain(v) for v in node]
+    return node
+
+
+def _yaml_duplicates(path: str | Path, text: str | None) -> list[tuple[str, str]]:
+    """(dotted key, message) of every key given twice in one YAML mapping (YAML merge keys `<<`
+    excepted: overriding what they bring in is their purpose; so are YTE's `?` template keys)."""
+    if text is None:
+        text = Path(path).read_text(encoding="utf-8")
+    loader = yaml.FullLoader(text)   # Snakemake's (YTE's) loader: the same nodes and keys
+    try:
+        root = loader.get_single_node()
+    except yaml.YAMLError as e:
+        loader.dispose()
+        raise LoopKVError(f"config file {path}: not valid YAML: {e}") from None
+    found: list[tuple[str, str]] = []
+    visited: set[int] = set()
+
+    def key_of(node) -> Any:
+        if not isinstance(node, yaml.ScalarNode):
+            return None
+        try:
+            key = loader.construct_object(node, deep=True)
+            hash(key)
+        except Exception:   # noqa: BLE001 - the real parse reports an unreadable key
+            return None
+        return key
+
+    def walk(node, where: list) -> None:
+        if node is None or id(node) in visited:   # an alias: its anchor was walked
+            return
+        visited.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            lines: dict = {}
+            for key_node, value_node in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = key_of(key_node)
+                if isinstance(key, str) and key.startswith("?"):
+                    continue
+                line = key_node.start_mark.line + 1
+                if key is not None and key in lines:
+                    found.append((dotted_key(where + [str(key)]),
+                                  f"is given twice (lines {lines[key]} and {line}; YAML keeps the last one silently)"))
+                elif key is not None:
+                    lines[key] = line
+                walk(value_node, where + [str(key)])
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                walk(item, where + [i])
+
+    try:
+        walk(root, [])
+    finally:
+        loader.dispose()
+    return found
+
+
+def _refuse_duplicates(path: str | Path, duplicates: list[tuple[str, str]]) -> None:
+    if duplicates:
+        raise LoopKVError("\n".join(f"config key '{key}': {msg} in {path}" for key, msg in duplicates))
 
 
 def apply_defaults(config: Any, schema: dict | None = None) -> Any:
@@ -94,19 +367,55 @@ def apply_defaults(config: Any, schema: dict | None = None) -> Any:
 
 
 def validate_config(config: Any, check_paths: bool = True,
-                    base_dir: str | os.PathLike | None = None) -> None:
+                    base_dir: str | os.PathLike | None = None, check_dirs: bool | None = None) -> None:
     """Raise LoopKVError listing every problem (first line = first problem) if `config` is invalid.
 
-    Schema errors are reported first; cross-key and path checks run only on a schema-valid config,
-    so they can rely on types. Relative paths are resolved against `base_dir` (default: cwd).
+    Values that are not plain data (a non-text key, a date) are reported first, then schema errors;
+    cross-key and path checks run only on a schema-valid config, so they can rely on types and
+    bounds. Relative paths are resolved against `base_dir` (default: cwd). check_paths: the files
+    and directories the config names must exist and be of their kind; check_dirs (default:
+    check_paths): results_dir, reports_dir and logs_dir must be directories or creatable as such.
     """
-    problems = schema_problems(config)
+    base = Path.cwd() if base_dir is None else Path(base_dir)
+    problems = list(_data_problems(config, []))
+    if not problems:
+        problems = schema_problems(config)
     if not problems:
         problems = list(semantic_problems(config))
         if check_paths:
-            problems += _path_problems(config, Path.cwd() if base_dir is None else Path(base_dir))
+            problems += _path_problems(config, base)
+        if check_paths if check_dirs is None else check_dirs:
+            problems += _dir_problems(config, base)
     if problems:
         raise LoopKVError("\n".join(_format(key, msg) for key, msg in problems))
+
+
+_PLAIN_SCALARS = (str, int, float, bool, type(None))
+
+
+def _data_problems(node: Any, path: list, within: frozenset = frozenset()) -> Iterator[Problem]:
+    """Keys that are not text and values YAML or JSON data cannot be (dates, tuples, sets, bytes...):
+    PyYAML reads `4: x` as a number key and `2024-01-01` as a date; the schema cannot name them well.
+    A mapping or list that holds itself (a recursive YAML alias) is named, not recursed into."""
+    if isinstance(node, (dict, list)):
+        if id(node) in within:
+            yield (dotted_key(path), "holds itself (a recursive YAML alias): a config must be a tree")
+            return
+        within = within | {id(node)}
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if not isinstance(key, str):
+                yield (dotted_key(path + [str(key)]),
+                       f"keys must be text, got {_show(key)} (quote it in YAML: '{key}':)")
+            else:
+                yield from _data_problems(value, path + [key], within)
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            yield from _data_problems(item, path + [i], within)
+    elif not isinstance(node, _PLAIN_SCALARS):
+        hint = " (quote it to make it text)" if isinstance(node, (datetime.date, datetime.datetime)) else ""
+        yield (dotted_key(path), f"must be plain data (a mapping, list, text, number, true/false or null), "
+                                 f"got {type(node).__name__} {node!r}{hint}")
 
 
 def _format(key: str, msg: str) -> str:
@@ -137,18 +446,23 @@ _YAML_FLOAT_STRING = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
 
 
 def _show(value: Any) -> str:
-    """A value as a user would write it in YAML, with its type when that is the problem."""
+    """A value as a user would write it in YAML, with its type when that is the problem (long
+    values cut: a million-item list is named, not printed)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, float) and not math.isfinite(value):
+        return {True: ".inf", False: "-.inf"}[value > 0] if math.isinf(value) else ".nan"
     if isinstance(value, str):
-        return f"string {value!r}"
-    if isinstance(value, dict):
-        return f"mapping {value!r}"
-    if isinstance(value, list):
-        return f"list {value!r}"
-    return repr(value)
+        text = f"string {value!r}"
+    elif isinstance(value, dict):
+        text = f"mapping {value!r}"
+    elif isinstance(value, list):
+        text = f"list {value!r}"
+    else:
+        text = repr(value)
+    return text if len(text) <= 200 else f"{text[:160]}... ({len(value) if hasattr(value, '__len__') else len(text)} long)"
 
 
 def _translate(error: jsonschema.ValidationError) -> list[Problem]:
@@ -171,21 +485,36 @@ def _translate(error: jsonschema.ValidationError) -> list[Problem]:
     if kind == "type":
         wanted = " or ".join(_TYPE_NAMES.get(t, t) for t in ([bound] if isinstance(bound, str) else bound))
         msg = f"must be {wanted}, got {_show(value)}"
+        if isinstance(value, float) and not math.isfinite(value) and "number" in str(bound):
+            msg = f"must be a finite number, got {_show(value)}"
+        elif isinstance(value, bool) and any(t in ("integer", "number") for t in ([bound] if isinstance(bound, str) else bound)):
+            msg += " (true/false is not a number here)"
         if isinstance(value, str) and _YAML_FLOAT_STRING.match(value):
             msg += f" (YAML reads {value} as text: write it with a decimal point, e.g. 1.0e-3)"
         return [(key, msg)]
     messages: dict[str, Callable[[], str]] = {
         "minimum": lambda: f"must be >= {bound}, got {_show(value)}",
         "exclusiveMinimum": lambda: f"must be > {bound}, got {_show(value)}",
-        "maximum": lambda: f"must be <= {bound}, got {_show(value)}",
+        "maximum": lambda: (f"must be <= {bound}, got {_show(value)} (the upper bound of a size that drives "
+                            f"memory or time: see the key's description in the schema)"),
         "exclusiveMaximum": lambda: f"must be < {bound}, got {_show(value)}",
         "multipleOf": lambda: f"must be a multiple of {bound}, got {_show(value)}",
         "enum": lambda: f"must be one of {', '.join(map(str, bound))}; got {_show(value)}",
         "minItems": lambda: f"must have at least {bound} item(s), got {_show(value)}",
-        "uniqueItems": lambda: f"must not repeat items, got {_show(value)}",
+        "uniqueItems": lambda: f"must not repeat items, got {_show(value)}{_repeated(value)}",
+        "maxItems": lambda: f"must have at most {bound} items, got {len(value)}",
+        "maxProperties": lambda: f"must have at most {bound} entries, got {len(value)}",
+        "minProperties": lambda: f"must have at least {bound} entr{'y' if bound == 1 else 'ies'}, got {_show(value)}",
         "minLength": lambda: f"must not be empty, got {_show(value)}",
     }
     return [(key, messages[kind]() if kind in messages else error.message)]
+
+
+def _repeated(items: list) -> str:
+    seen, twice = [], []
+    for item in items:
+        (twice if item in seen and item not in twice else seen).append(item)
+    return f" ({', '.join(map(str, twice))} more than once)" if twice else ""
 
 
 # ---------------------------------------------------------------- cross-key checks
@@ -247,7 +576,7 @@ def _check_model(c: dict) -> Iterator[Problem]:
 def _check_windows(c: dict) -> Iterator[Problem]:
     """Every token window and every row mixture the stages use."""
     max_pos = c["model"]["arch"]["max_position_embeddings"]
-    for section in ("teacher", "teacher_eval", "calibration", "distill", "method_eval", "melt"):
+    for section in ("teacher", "teacher_eval", "calibration", "distill", "method_eval", "melt", "on_policy"):
         length = c[section]["seq_len"]
         if length > max_pos:
             yield f"{section}.seq_len", f"must be <= model.arch.max_position_embeddings ({max_pos}), got {length}"
@@ -331,7 +660,6 @@ def melt_budget_label(c: dict) -> str | None:
 
 def _check_melt(c: dict) -> Iterator[Problem]:
     from loopkv.cache.registry import METHODS
-    from loopkv.train.melt_recipes import RECIPE_KEYS
 
     melt = c["melt"]
     for stage in ("stage1", "stage2"):
@@ -341,32 +669,31 @@ def _check_melt(c: dict) -> Iterator[Problem]:
     if melt["stage1"]["alpha_ramp_steps"] > melt["stage1"]["steps"]:
         yield ("melt.stage1.alpha_ramp_steps",
                f"must be <= melt.stage1.steps ({melt['stage1']['steps']}), got {melt['stage1']['alpha_ramp_steps']}")
-    gates = ("full", "single", "mean", "ema", "last")
-    for name, overrides in melt["ablations"].items():
+    for name in melt["ablations"]:   # the schema types each ablation's keys and values
         if name == "full":
             yield "melt.ablations.full", "'full' is the recipe itself, not an ablation"
-        for key, value in overrides.items():
-            if key not in RECIPE_KEYS:
-                yield f"melt.ablations.{name}.{key}", f"unknown recipe key (recipe keys: {', '.join(RECIPE_KEYS)})"
-            elif key == "gate" and value not in gates:
-                yield f"melt.ablations.{name}.gate", f"must be one of {gates}, got {value!r}"
-            elif key in ("interpolation", "align_stage") and not isinstance(value, bool):
-                yield f"melt.ablations.{name}.{key}", f"must be true or false, got {value!r}"
-            elif key == "chunk_size" and value is not None and (not isinstance(value, int) or value < 1):
-                yield f"melt.ablations.{name}.chunk_size", f"must be a positive integer or null, got {value!r}"
-            elif key == "ema_decay" and not (isinstance(value, (int, float)) and 0 <= value < 1):
-                yield f"melt.ablations.{name}.ema_decay", f"must be in [0, 1), got {value!r}"
     label = melt_budget_label(c)
     if label is None:
         yield ("methods.budgets", f"needs a budget of {c['model']['arch']['total_ut_steps']}x (= T, MELT's fixed "
                f"budget): MELT and the methods compared with it are evaluated there")
-    unknown = [m for m in melt["compare_methods"] if m not in METHODS or m == "melt"]
+    unknown = [m for m in melt["compare_methods"] if m not in METHODS or m in ("melt", "full")]
     if unknown:
-        yield "melt.compare_methods", f"unknown KV methods {unknown} (known: {', '.join(sorted(set(METHODS) - {'melt'}))})"
-    elif melt["compare_methods"] and label is not None:
+        yield ("melt.compare_methods", f"{unknown}: not KV methods MELT is compared with (known: "
+                                       f"{', '.join(sorted(set(METHODS) - {'melt', 'full'}))}; the teacher is the reference)")
+    elif label is not None:
         probe = {**c, "methods": {**c["methods"], "table1": {label: melt["compare_methods"]}}}
         for _, message in _check_methods(probe):
             yield "melt.compare_methods", message
+    # the teacher's curve is always measured; the others at MELT's budget, codecs from their distilled codec
+    unknown = [m for m in melt["memory_methods"] if m not in METHODS or m == "full"]
+    if unknown:
+        yield ("melt.memory_methods", f"{unknown}: not KV methods measured beside the teacher (known: "
+                                      f"{', '.join(sorted(set(METHODS) - {'full'}))}; the teacher is always measured)")
+    elif label is not None:
+        others = [m for m in melt["memory_methods"] if m != "melt"]
+        probe = {**c, "methods": {**c["methods"], "table1": {label: others}}}
+        for _, message in _check_methods(probe):
+            yield "melt.memory_methods", message
 
 
 def _check_lm_eval(c: dict) -> Iterator[Problem]:
@@ -432,10 +759,85 @@ def _check_served(c: dict, section_key: str) -> Iterator[Problem]:
                 yield key, message
 
 
+def _check_budgets(c: dict) -> Iterator[Problem]:
+    """One label per ratio: two labels of one ratio train, evaluate and tabulate the same cells twice
+    under two names (and which is MELT's budget would depend on the order)."""
+    first: dict[str, float] = {}
+    for label, ratio in c["methods"]["budgets"].items():
+        same = next((other for other, r in first.items() if math.isclose(r, ratio, rel_tol=1e-6)), None)
+        if same is not None:
+            yield f"methods.budgets.{label}", f"has the ratio of '{same}' ({ratio:g}x): one label per ratio"
+        else:
+            first[label] = ratio
+
+
+def _check_generation(c: dict) -> Iterator[Problem]:
+    """Generation budgets within the model's positions and the rows that hold them."""
+    max_pos = c["model"]["arch"]["max_position_embeddings"]
+    where = f"model.arch.max_position_embeddings ({max_pos})"
+    for section in ("teacher_eval", "method_eval"):
+        n = c[section]["arithmetic_max_new_tokens"]
+        if n >= max_pos:
+            yield f"{section}.arithmetic_max_new_tokens", f"must be < {where}: the prompt needs positions too, got {n}"
+    for i, task in enumerate(c["lm_eval"]["tasks"]):
+        n = task["max_gen_toks"]
+        if n is not None and n >= max_pos:
+            yield (f"lm_eval.tasks[{i}].max_gen_toks",
+                   f"must be < {where}: lm-eval keeps max_length - max_gen_toks context tokens, got {n}")
+    on_policy = c["on_policy"]
+    if on_policy["max_new_tokens"] >= on_policy["seq_len"]:
+        yield ("on_policy.max_new_tokens",
+               f"must be < on_policy.seq_len ({on_policy['seq_len']}), the row that holds prompt + generation "
+               f"(tokens past it are cut), got {on_policy['max_new_tokens']}")
+    serve = c["serve"]
+    if serve["prompt_len"] + serve["new_tokens"] > max_pos:
+        yield ("serve.new_tokens", f"serve.prompt_len + serve.new_tokens must be <= {where}, "
+                                   f"got {serve['prompt_len']} + {serve['new_tokens']}")
+
+
+def _check_kernel(c: dict) -> Iterator[Problem]:
+    """A latent of the kernel benchmark encodes one head's T loops (width T x d_head): no wider."""
+    kernel, loops = c["serve"]["kernel"], c["model"]["arch"]["total_ut_steps"]
+    width = loops * kernel["head_dim"]
+    for rank in ("r_k", "r_v"):
+        if kernel[rank] > width:
+            yield (f"serve.kernel.{rank}",
+                   f"must be <= T x serve.kernel.head_dim ({loops} x {kernel['head_dim']} = {width}): a latent wider "
+                   f"than the cross-loop vector it encodes compresses nothing, got {kernel[rank]}")
+
+
+def _check_paper_models(c: dict) -> Iterator[Problem]:
+    for name, arch in c["serve"]["paper"]["models"].items():
+        kv = arch.get("num_key_value_heads", arch["num_attention_heads"])
+        if arch["num_attention_heads"] % kv:
+            yield (f"serve.paper.models.{name}.num_key_value_heads",
+                   f"must divide num_attention_heads ({arch['num_attention_heads']}), got {kv}")
+
+
+def _check_jobs(c: dict) -> Iterator[Problem]:
+    """Shards that hold documents, and a DAG Snakemake can hold in memory."""
+    lm, grid = c["lm_eval"], c["passkey_grid"]
+    for i, task in enumerate(lm["tasks"]):
+        if task["max_docs"] is not None and task["shards"] > task["max_docs"]:
+            yield (f"lm_eval.tasks[{i}].shards",
+                   f"must be <= max_docs ({task['max_docs']}): a shard needs a document, got {task['shards']}")
+    cells = len(grid["lengths"]) * len(grid["depths"]) * grid["trials"]
+    if grid["shards"] > cells:
+        yield ("passkey_grid.shards",
+               f"must be <= the grid's examples (lengths x depths x trials = {cells}), got {grid['shards']}")
+    suite = len(lm["models"]) * sum(t["shards"] for t in lm["tasks"]) if lm["tasks"] else 0
+    planned = suite + len(grid["models"]) * grid["shards"]
+    if planned > MAX_LM_EVAL_JOBS:
+        key = "lm_eval.tasks" if suite >= planned - suite else "passkey_grid.shards"
+        yield (key, f"plans {planned} lm-eval shard jobs (lm_eval.models x the tasks' shards + passkey_grid.models x "
+                    f"passkey_grid.shards); at most {MAX_LM_EVAL_JOBS}: Snakemake holds every job in memory")
+
+
 _SEMANTIC_CHECKS: list[Callable[[dict], Iterator[Problem]]] = [
     _check_corpus, _check_tokenizer, _check_tasks, _check_model, _check_windows, _check_schedules,
-    _check_packed_rows, _check_launch, _check_methods, _check_melt, _check_lm_eval, _check_passkey_grid,
-    _check_on_policy, _check_serve,
+    _check_packed_rows, _check_launch, _check_budgets, _check_methods, _check_melt, _check_lm_eval,
+    _check_passkey_grid, _check_on_policy, _check_serve, _check_generation, _check_kernel,
+    _check_paper_models, _check_jobs,
 ]
 
 
@@ -445,26 +847,75 @@ def semantic_problems(config: dict) -> Iterator[Problem]:
         yield from check(config)
 
 
+def _kind(path: Path) -> str:
+    """'dir', 'file', 'other' (a device, a socket), 'missing', or 'under FILE' (a missing path below
+    an existing non-directory, which nothing can create)."""
+    try:
+        if path.is_dir():
+            return "dir"
+        if path.is_file():
+            return "file"
+        if path.exists():
+            return "other"
+        for ancestor in path.parents:
+            if ancestor.exists():
+                return "missing" if ancestor.is_dir() else f"under {ancestor}"
+    except OSError as e:   # e.g. a name longer than the file system allows
+        return f"unusable ({e.strerror or e})"
+    return "missing"
+
+
 def _path_problems(c: dict, base: Path) -> list[Problem]:
+    """The files and directories the config reads: there, and of their kind."""
     problems: list[Problem] = []
+
+    def want(key: str, path: Path, kind: str, what: str) -> bool:
+        found = _kind(path)
+        if found == kind:
+            return True
+        if found == "missing":
+            problems.append((key, f"{what} does not exist: {path}"))
+        elif found.startswith("under "):
+            problems.append((key, f"{what} does not exist: {path} (below {found[6:]}, which is a file)"))
+        elif found.startswith("unusable"):
+            problems.append((key, f"{what} cannot be used: {path}: {found[9:-1]}"))
+        else:
+            names = {"dir": "directory", "file": "file", "other": "special file"}
+            problems.append((key, f"{what} must be a {names[kind]}, but {path} is a {names[found]}"))
+        return False
+
     model_path = c["model"]["path"]
-    if model_path is not None:
+    if model_path is not None and want("model.path", base / model_path, "dir", "checkpoint directory"):
         p = base / model_path
-        if not p.is_dir():
-            problems.append(("model.path", f"checkpoint directory does not exist: {p}"))
-        elif not (p / "config.json").is_file():
+        if not (p / "config.json").is_file():
             problems.append(("model.path", f"checkpoint directory has no config.json: {p}"))
         elif c["model"]["source"] == "pretrained":
             problems += _checkpoint_problems(c, p / "config.json")
     tok_path = c["data"]["tokenizer"]["path"]
-    if tok_path is not None and not (base / tok_path).exists():
-        problems.append(("data.tokenizer.path", f"tokenizer path does not exist: {base / tok_path}"))
+    if tok_path is not None:   # a tokenizers-format directory (tokenizer.json), as a checkpoint ships
+        want("data.tokenizer.path", base / tok_path, "dir", "tokenizer directory")
     for i, name in enumerate(c["data"]["corpus"]["text_files"]):
-        if not (base / name).is_file():
-            problems.append((f"data.corpus.text_files[{i}]", f"text file does not exist: {base / name}"))
+        want(f"data.corpus.text_files[{i}]", base / name, "file", "text file")
     for i, name in enumerate(c["serve"]["kernel"]["measured"]):
-        if not (base / name).is_file():
-            problems.append((f"serve.kernel.measured[{i}]", f"kernel result does not exist: {base / name}"))
+        want(f"serve.kernel.measured[{i}]", base / name, "file", "kernel result")
+    return problems
+
+
+def _dir_problems(c: dict, base: Path) -> list[Problem]:
+    """The directories every job writes into: each a directory, or creatable as one (not an existing
+    file, not below one), checked before Snakemake builds the DAG (which fails on them with a traceback)."""
+    problems: list[Problem] = []
+    for key in ("results_dir", "reports_dir", "logs_dir"):
+        path = base / c[key]
+        found = _kind(path)
+        if found in ("dir", "missing"):
+            continue
+        if found.startswith("under "):
+            problems.append((key, f"cannot be created: {path} is below {found[6:]}, which is a file"))
+        elif found.startswith("unusable"):
+            problems.append((key, f"cannot be used: {path}: {found[9:-1]}"))
+        else:
+            problems.append((key, f"must be a directory, but {path} is a {'file' if found == 'file' else 'special file'}"))
     return problems
 
 

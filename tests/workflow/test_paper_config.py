@@ -35,8 +35,9 @@ def test_every_report_of_the_paper_config_is_built(paper_run):
 
 
 def test_the_results_verify_clean(paper_run):
-    proc = subprocess.run([sys.executable, "-m", "loopkv", "verify", "results/ouro-1.4b"], cwd=paper_run,
-                          capture_output=True, text=True)
+    # the checkpoint (model.path, outside the results) is a declared input of the configs the run used
+    proc = subprocess.run([sys.executable, "-m", "loopkv", "verify", "results/ouro-1.4b", "--configfile", *PAPER[1:]],
+                          cwd=paper_run, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
 
 

@@ -25,8 +25,8 @@ rule calibrate:
     benchmark:
         f"{LOGS}/benchmarks/calibration/calibrate.tsv"
     shell:
-        "loopkv calibrate --cfg {params.cfg:q} --seed {params.seed} --teacher {params.teacher}"
-        " --corpus {params.corpus} {params.tasks} --out {output.state} --manifest {output.manifest} --device {resources.device} > {log} 2>&1"
+        "loopkv calibrate --cfg {params.cfg:q} --seed {params.seed:q} --teacher {params.teacher:q}"
+        " --corpus {params.corpus:q} {params.tasks} --out {output.state:q} --manifest {output.manifest:q} --device {resources.device:q} > {log:q} 2>&1"
 
 
 rule cross_loop_structure:
@@ -37,7 +37,7 @@ rule cross_loop_structure:
     log:
         f"{LOGS}/analysis/cross_loop_structure.log",
     shell:
-        "loopkv cross-loop-structure --calibration {input} --out {output} > {log} 2>&1"
+        "loopkv cross-loop-structure --calibration {input:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule fig2_spectra:
@@ -51,4 +51,4 @@ rule fig2_spectra:
     log:
         f"{LOGS}/report/fig2_spectra.log",
     shell:
-        "loopkv plot-cross-loop --cfg {params.cfg:q} --structure {input} --figure {output.pdf} > {log} 2>&1"
+        "loopkv plot-cross-loop --cfg {params.cfg:q} --structure {input:q} --figure {output.pdf:q} > {log:q} 2>&1"

@@ -1,20 +1,28 @@
 # Config validation (schema + cross-key checks, paths included) and helpers shared by all rules.
 import json
 import os
+import shlex
 import sys
 from types import SimpleNamespace
 
 from loopkv.cache.settings import CODEC_METHODS, READ_PATH_METHODS
-from loopkv.config import config_slice, load_config, melt_budget_label
+from loopkv.config import config_slice, load_config, melt_budget_label, workflow_file_problems
 from loopkv.data.benchmarks import BENCHMARKS
 from loopkv.train.melt_recipes import final_stage, recipe, recipe_names, stage_cfg, stage_owner, table_members
 from loopkv.errors import LoopKVError
 from loopkv.serve.bench import bench_slice, kernel_slice
 
+# First, before the DAG: the config Snakemake merged (config/config.yaml, then --configfile files in
+# order, then --config), completed and validated, results/reports/logs dirs included, plus what its
+# own parse of those files let pass (a key given twice). `loopkv config-check` runs the same code on
+# the same merge (loopkv.config.load_workflow_config).
+_problems = workflow_file_problems(workflow.configfiles)
 try:
     _checked = load_config(dict(config))
 except LoopKVError as e:
-    raise WorkflowError(f"invalid config: {e}") from None
+    _problems.append(str(e))
+if _problems:
+    raise WorkflowError("invalid config: " + "\n".join(_problems))
 config.clear()
 config.update(_checked)
 
@@ -63,6 +71,7 @@ localrules:
     table4_fig7,
     table5,
     table13,
+    agreement,
 
 
 def R(path):
@@ -91,9 +100,15 @@ def tokenizer_dir():
     return config["data"]["tokenizer"]["path"] if config["data"]["tokenizer"]["kind"] == "pretrained" else R("data/tokenizer")
 
 
+def flag_args(pairs):
+    """A params string of `--flag value` pairs for a shell line, every value shell-quoted (paths
+    come from the config's directories); the line interpolates it unquoted."""
+    return " ".join(f"{flag} {shlex.quote(str(value))}" for flag, value in pairs)
+
+
 def task_args(dirs):
     """--task NAME=DIR ... for the commands that read task data."""
-    return " ".join(f"--task {t}={d}" for t, d in dirs.items())
+    return flag_args(("--task", f"{t}={d}") for t, d in dirs.items())
 
 
 def parent(name):
@@ -117,6 +132,7 @@ def default_targets():
     suite = [f"{REPORTS}/table7.pdf"] if LM_MODELS and LM_TASK_DATA else []
     suite += [f"{REPORTS}/fig8_passkey.pdf"] if config["passkey_grid"]["models"] else []
     suite += [f"{REPORTS}/table4.pdf"] if config["on_policy"]["budgets"] else []
+    suite += [f"{REPORTS}/agreement.json"] if agreement_pairs() else []
     serving = [f"{REPORTS}/table5.pdf", f"{REPORTS}/table13.pdf"]
     return teacher + [f"{REPORTS}/fig2_spectra.pdf", f"{REPORTS}/table1.pdf"] + melt + suite + serving
 
@@ -131,6 +147,15 @@ def table1_cells():
     for budget, methods in config["methods"]["table1"].items():
         cells += [(m, budget) for m in methods]
     return cells
+
+
+def agreement_pairs():
+    """(Table 1 cell, lm-eval result) of every synthetic task both measure for one (method, budget)."""
+    from loopkv.report.agreement import SAME_QUANTITIES
+
+    cells = set(table1_cells())
+    return [(R(f"methods/{m}/{b}/quality.json"), R(f"lm_eval/{m}/{b}/{t}.json"))
+            for m, b in LM_MODELS if (m, b) in cells for t in LM_TASK_DATA if t in SAME_QUANTITIES]
 
 
 def methods_slice(method, budget, served=True):
@@ -254,9 +279,8 @@ def lm_shard_cfg(wildcards):
 
 
 def lm_model_args(wildcards, input):
-    args = [f"--{name} {os.path.dirname(input[name]) if name != 'codec' else input[name]}"
-            for name in ("codec", "student") if name in input.keys()]
-    return " ".join(args)
+    return flag_args((f"--{name}", os.path.dirname(input[name]) if name != "codec" else input[name])
+                     for name in ("codec", "student") if name in input.keys())
 
 
 # ---- on-policy distillation (LLA Eq. 6-7), Table 4 and Figure 7

@@ -19,7 +19,7 @@ rule corpus:
     benchmark:
         f"{LOGS}/benchmarks/data/corpus.tsv"
     shell:
-        "loopkv data-corpus --cfg {params.cfg:q} --seed {params.seed} --out {params.out} > {log} 2>&1"
+        "loopkv data-corpus --cfg {params.cfg:q} --seed {params.seed:q} --out {params.out:q} > {log:q} 2>&1"
 
 
 rule tokenizer:
@@ -38,7 +38,7 @@ rule tokenizer:
     benchmark:
         f"{LOGS}/benchmarks/data/tokenizer.tsv"
     shell:
-        "loopkv data-tokenizer --cfg {params.cfg:q} --train {input.train} --out {params.out} > {log} 2>&1"
+        "loopkv data-tokenizer --cfg {params.cfg:q} --train {input.train:q} --out {params.out:q} > {log:q} 2>&1"
 
 
 rule task_data:
@@ -63,5 +63,5 @@ rule task_data:
     benchmark:
         f"{LOGS}/benchmarks/data/task_{{task}}.tsv"
     shell:
-        "loopkv data-task {wildcards.task} --cfg {params.cfg:q} --seed {params.seed}"
-        " --corpus {params.corpus} --tokenizer {params.tokenizer} --out {params.out} > {log} 2>&1"
+        "loopkv data-task {wildcards.task:q} --cfg {params.cfg:q} --seed {params.seed:q}"
+        " --corpus {params.corpus:q} --tokenizer {params.tokenizer:q} --out {params.out:q} > {log:q} 2>&1"

@@ -18,7 +18,7 @@ rule bench_data:
     benchmark:
         f"{LOGS}/benchmarks/data/bench_{{bench}}.tsv"
     shell:
-        "loopkv data-bench {wildcards.bench} --out {params.out} > {log} 2>&1"
+        "loopkv data-bench {wildcards.bench:q} --out {params.out:q} > {log:q} 2>&1"
 
 
 rule lm_eval_shard:
@@ -50,10 +50,10 @@ rule lm_eval_shard:
     benchmark:
         f"{LOGS}/benchmarks/lm_eval/{{method}}_{{budget}}_{{task}}_{{shard}}of{{shards}}.tsv"
     shell:
-        "loopkv lm-eval-shard --cfg {params.cfg:q} --seed {params.seed} --task loopkv_{wildcards.task}"
-        " --data {params.data} --method {wildcards.method} --budget {wildcards.budget} --teacher {params.teacher}"
-        " {params.model} --shard {wildcards.shard} --shards {wildcards.shards} --cache-dir {params.cache}"
-        " --out {output} --threads {threads} --device {resources.device} > {log} 2>&1"
+        "loopkv lm-eval-shard --cfg {params.cfg:q} --seed {params.seed:q} --task loopkv_{wildcards.task:q}"
+        " --data {params.data:q} --method {wildcards.method:q} --budget {wildcards.budget:q} --teacher {params.teacher:q}"
+        " {params.model} --shard {wildcards.shard:q} --shards {wildcards.shards:q} --cache-dir {params.cache:q}"
+        " --out {output:q} --threads {threads:q} --device {resources.device:q} > {log:q} 2>&1"
 
 
 rule lm_eval_merge:
@@ -67,7 +67,7 @@ rule lm_eval_merge:
     log:
         f"{LOGS}/lm_eval/{{method}}_{{budget}}_{{task}}_merge.log",
     shell:
-        "loopkv lm-eval-merge {input} --out {output} > {log} 2>&1"
+        "loopkv lm-eval-merge {input:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule table7:
@@ -80,7 +80,7 @@ rule table7:
     log:
         f"{LOGS}/report/table7.log",
     shell:
-        "loopkv table7 --results {input} --pdf {output.pdf} --csv {output.csv} --tex {output.tex} > {log} 2>&1"
+        "loopkv table7 --results {input:q} --pdf {output.pdf:q} --csv {output.csv:q} --tex {output.tex:q} > {log:q} 2>&1"
 
 
 rule passkey_grid_data:
@@ -105,8 +105,8 @@ rule passkey_grid_data:
     benchmark:
         f"{LOGS}/benchmarks/data/passkey_grid.tsv"
     shell:
-        "loopkv data-passkey-grid --cfg {params.cfg:q} --seed {params.seed} --corpus {params.corpus}"
-        " --tokenizer {params.tokenizer} --out {params.out} > {log} 2>&1"
+        "loopkv data-passkey-grid --cfg {params.cfg:q} --seed {params.seed:q} --corpus {params.corpus:q}"
+        " --tokenizer {params.tokenizer:q} --out {params.out:q} > {log:q} 2>&1"
 
 
 rule fig8:
@@ -126,6 +126,6 @@ rule fig8:
     log:
         f"{LOGS}/report/fig8.log",
     shell:
-        "loopkv fig8 --data {input.data} --results {input.results} --reliable {params.reliable}"
-        " --pdf {output.pdf} --png {output.png} --json {output.json} --dpi {params.dpi}"
-        " --table-pdf {output.table_pdf} --table-csv {output.table_csv} --table-tex {output.table_tex} > {log} 2>&1"
+        "loopkv fig8 --data {input.data:q} --results {input.results:q} --reliable {params.reliable:q}"
+        " --pdf {output.pdf:q} --png {output.png:q} --json {output.json:q} --dpi {params.dpi:q}"
+        " --table-pdf {output.table_pdf:q} --table-csv {output.table_csv:q} --table-tex {output.table_tex:q} > {log:q} 2>&1"

@@ -36,9 +36,9 @@ rule melt_stage1:
     benchmark:
         f"{LOGS}/benchmarks/melt/{{recipe}}_stage1.tsv"
     shell:
-        "loopkv melt-train --cfg {params.cfg:q} --seed {params.seed} --teacher {params.teacher}"
-        " --corpus {params.corpus} {params.tasks} --out {params.out} --checkpoints {params.checkpoints}"
-        " --threads {threads} --ranks {resources.ranks} --no-progress --device {resources.device} > {log} 2>&1"
+        "loopkv melt-train --cfg {params.cfg:q} --seed {params.seed:q} --teacher {params.teacher:q}"
+        " --corpus {params.corpus:q} {params.tasks} --out {params.out:q} --checkpoints {params.checkpoints:q}"
+        " --threads {threads:q} --ranks {resources.ranks:q} --no-progress --device {resources.device:q} > {log:q} 2>&1"
 
 
 rule melt_stage2:
@@ -72,9 +72,9 @@ rule melt_stage2:
     benchmark:
         f"{LOGS}/benchmarks/melt/{{recipe}}_stage2.tsv"
     shell:
-        "loopkv melt-train --cfg {params.cfg:q} --seed {params.seed} --teacher {params.teacher}"
-        " --init {params.init} --corpus {params.corpus} {params.tasks} --out {params.out}"
-        " --checkpoints {params.checkpoints} --threads {threads} --ranks {resources.ranks} --no-progress --device {resources.device} > {log} 2>&1"
+        "loopkv melt-train --cfg {params.cfg:q} --seed {params.seed:q} --teacher {params.teacher:q}"
+        " --init {params.init:q} --corpus {params.corpus:q} {params.tasks} --out {params.out:q}"
+        " --checkpoints {params.checkpoints:q} --threads {threads:q} --ranks {resources.ranks:q} --no-progress --device {resources.device:q} > {log:q} 2>&1"
 
 
 rule melt_eval:
@@ -104,9 +104,9 @@ rule melt_eval:
     benchmark:
         f"{LOGS}/benchmarks/melt/{{recipe}}_eval.tsv"
     shell:
-        "loopkv method-eval --cfg {params.cfg:q} --seed {params.seed} --method melt --budget {params.budget}"
-        " --teacher {params.teacher} --student {params.student} --corpus {params.corpus} {params.tasks}"
-        " --out {output.metrics} --samples {output.samples} --threads {threads} --device {resources.device} > {log} 2>&1"
+        "loopkv method-eval --cfg {params.cfg:q} --seed {params.seed:q} --method melt --budget {params.budget:q}"
+        " --teacher {params.teacher:q} --student {params.student:q} --corpus {params.corpus:q} {params.tasks}"
+        " --out {output.metrics:q} --samples {output.samples:q} --threads {threads:q} --device {resources.device:q} > {log:q} 2>&1"
 
 
 rule melt_table:
@@ -121,15 +121,15 @@ rule melt_table:
         which="3|4",
     params:
         recipes=lambda w: json.dumps(melt_table_recipes(w.which)),
-        cells=lambda w: " ".join(f"--cell {n}={R(f'melt/{n}/quality.json')}" for n in melt_table_recipes(w.which)),
-        curves=lambda w: " ".join(f"--curve {n}={melt_model_dir(n)}/train_curve.json" for n in melt_table_recipes(w.which)),
+        cells=lambda w: flag_args(("--cell", f"{n}={R(f'melt/{n}/quality.json')}") for n in melt_table_recipes(w.which)),
+        curves=lambda w: flag_args(("--curve", f"{n}={melt_model_dir(n)}/train_curve.json") for n in melt_table_recipes(w.which)),
         train_max=max(config["data"]["tasks"]["passkey"]["train_lengths"]),
     log:
         f"{LOGS}/report/melt_table{{which}}.log",
     shell:
-        "loopkv melt-table --which {wildcards.which} --recipes {params.recipes:q} {params.cells} {params.curves}"
-        " --passkey-train-max {params.train_max} --pdf {output.pdf} --csv {output.csv} --tex {output.tex}"
-        " > {log} 2>&1"
+        "loopkv melt-table --which {wildcards.which:q} --recipes {params.recipes:q} {params.cells} {params.curves}"
+        " --passkey-train-max {params.train_max:q} --pdf {output.pdf:q} --csv {output.csv:q} --tex {output.tex:q}"
+        " > {log:q} 2>&1"
 
 
 rule melt_vs_lla:
@@ -146,9 +146,9 @@ rule melt_vs_lla:
     log:
         f"{LOGS}/report/melt_vs_lla.log",
     shell:
-        "loopkv melt-vs-lla --teacher-cell {input.teacher} --melt-cell {input.melt} --cells {input.cells}"
-        " --passkey-train-max {params.train_max} --pdf {output.pdf} --csv {output.csv} --tex {output.tex}"
-        " > {log} 2>&1"
+        "loopkv melt-vs-lla --teacher-cell {input.teacher:q} --melt-cell {input.melt:q} --cells {input.cells:q}"
+        " --passkey-train-max {params.train_max:q} --pdf {output.pdf:q} --csv {output.csv:q} --tex {output.tex:q}"
+        " > {log:q} 2>&1"
 
 
 rule melt_memory:
@@ -167,7 +167,7 @@ rule melt_memory:
         teacher=parent("teacher"),
         student=parent("student"),
         budget=MELT_BUDGET,
-        codecs=" ".join(f"--codec {m}={R(f'distill/{m}/{MELT_BUDGET}/codec.pt')}" for m in MEMORY_CODECS),
+        codecs=flag_args(("--codec", f"{m}={R(f'distill/{m}/{MELT_BUDGET}/codec.pt')}") for m in MEMORY_CODECS),
     threads: config["melt"]["threads"]
     resources:
         **job_size("eval"),
@@ -178,8 +178,8 @@ rule melt_memory:
     benchmark:
         f"{LOGS}/benchmarks/melt/memory.tsv"
     shell:
-        "loopkv melt-memory --cfg {params.cfg:q} --teacher {params.teacher} --student {params.student}"
-        " --budget {params.budget} {params.codecs} --out {output} --threads {threads} --device {resources.device} > {log} 2>&1"
+        "loopkv melt-memory --cfg {params.cfg:q} --teacher {params.teacher:q} --student {params.student:q}"
+        " --budget {params.budget:q} {params.codecs} --out {output:q} --threads {threads:q} --device {resources.device:q} > {log:q} 2>&1"
 
 
 rule fig_memory:
@@ -194,5 +194,5 @@ rule fig_memory:
     log:
         f"{LOGS}/report/fig_memory.log",
     shell:
-        "loopkv fig-memory --memory {input} --pdf {output.pdf} --png {output.png} --json {output.json}"
-        " --dpi {params.dpi} > {log} 2>&1"
+        "loopkv fig-memory --memory {input:q} --pdf {output.pdf:q} --png {output.png:q} --json {output.json:q}"
+        " --dpi {params.dpi:q} > {log:q} 2>&1"

@@ -36,10 +36,10 @@ rule distill:
     benchmark:
         f"{LOGS}/benchmarks/distill/{{method}}_{{budget}}.tsv"
     shell:
-        "loopkv distill --cfg {params.cfg:q} --seed {params.seed} --method {wildcards.method}"
-        " --budget {wildcards.budget} --teacher {params.teacher} --calibration {input.calibration}"
-        " --corpus {params.corpus} {params.tasks} --out {output.codec} --curve {output.curve}"
-        " --checkpoints {params.checkpoints} --threads {threads} --ranks {resources.ranks} --no-progress --device {resources.device} > {log} 2>&1"
+        "loopkv distill --cfg {params.cfg:q} --seed {params.seed:q} --method {wildcards.method:q}"
+        " --budget {wildcards.budget:q} --teacher {params.teacher:q} --calibration {input.calibration:q}"
+        " --corpus {params.corpus:q} {params.tasks} --out {output.codec:q} --curve {output.curve:q}"
+        " --checkpoints {params.checkpoints:q} --threads {threads:q} --ranks {resources.ranks:q} --no-progress --device {resources.device:q} > {log:q} 2>&1"
 
 
 rule method_eval:
@@ -57,7 +57,7 @@ rule method_eval:
         teacher=parent("teacher"),
         corpus=parent("corpus"),
         tasks=task_args({t: R(f"data/tasks/{t}") for t in TASKS}),
-        codec=lambda w, input: f"--codec {input.codec}" if "codec" in input.keys() else "",
+        codec=lambda w, input: flag_args([("--codec", input.codec)] if "codec" in input.keys() else []),
     threads: config["method_eval"]["threads"]
     resources:
         **job_size("eval"),
@@ -68,7 +68,7 @@ rule method_eval:
     benchmark:
         f"{LOGS}/benchmarks/methods/{{method}}_{{budget}}.tsv"
     shell:
-        "loopkv method-eval --cfg {params.cfg:q} --seed {params.seed} --method {wildcards.method}"
-        " --budget {wildcards.budget} --teacher {params.teacher} {params.codec}"
-        " --corpus {params.corpus} {params.tasks} --out {output.metrics} --samples {output.samples}"
-        " --threads {threads} --device {resources.device} > {log} 2>&1"
+        "loopkv method-eval --cfg {params.cfg:q} --seed {params.seed:q} --method {wildcards.method:q}"
+        " --budget {wildcards.budget:q} --teacher {params.teacher:q} {params.codec}"
+        " --corpus {params.corpus:q} {params.tasks} --out {output.metrics:q} --samples {output.samples:q}"
+        " --threads {threads:q} --device {resources.device:q} > {log:q} 2>&1"

@@ -18,7 +18,7 @@ rule distill_on_policy:
         seed=config["seed"],
         teacher=parent("teacher"),
         corpus=parent("corpus"),
-        prompts=" ".join(f"--prompts {t}={R(f'data/tasks/{t}')}" for t in config["on_policy"]["prompts"]),
+        prompts=flag_args(("--prompts", f"{t}={R(f'data/tasks/{t}')}") for t in config["on_policy"]["prompts"]),
         checkpoints=lambda w: R(f"on_policy/{w.method}/{w.budget}/checkpoints"),
     threads: config["on_policy"]["threads"] * TRAIN_RANKS   # every rank's threads (the command splits them)
     resources:
@@ -32,10 +32,10 @@ rule distill_on_policy:
     benchmark:
         f"{LOGS}/benchmarks/on_policy/{{method}}_{{budget}}.tsv"
     shell:
-        "loopkv distill-on-policy --cfg {params.cfg:q} --seed {params.seed} --method {wildcards.method}"
-        " --budget {wildcards.budget} --teacher {params.teacher} --init {input.init} --corpus {params.corpus}"
-        " {params.prompts} --out {output.codec} --curve {output.curve} --checkpoints {params.checkpoints}"
-        " --threads {threads} --ranks {resources.ranks} --no-progress --device {resources.device} > {log} 2>&1"
+        "loopkv distill-on-policy --cfg {params.cfg:q} --seed {params.seed:q} --method {wildcards.method:q}"
+        " --budget {wildcards.budget:q} --teacher {params.teacher:q} --init {input.init:q} --corpus {params.corpus:q}"
+        " {params.prompts} --out {output.codec:q} --curve {output.curve:q} --checkpoints {params.checkpoints:q}"
+        " --threads {threads:q} --ranks {resources.ranks:q} --no-progress --device {resources.device:q} > {log:q} 2>&1"
 
 
 rule on_policy_eval:
@@ -63,10 +63,10 @@ rule on_policy_eval:
     benchmark:
         f"{LOGS}/benchmarks/on_policy/{{method}}_{{budget}}_eval.tsv"
     shell:
-        "loopkv method-eval --cfg {params.cfg:q} --seed {params.seed} --method {wildcards.method}"
-        " --budget {wildcards.budget} --teacher {params.teacher} --codec {input.codec}"
-        " --corpus {params.corpus} {params.tasks} --out {output.metrics} --samples {output.samples}"
-        " --threads {threads} --device {resources.device} > {log} 2>&1"
+        "loopkv method-eval --cfg {params.cfg:q} --seed {params.seed:q} --method {wildcards.method:q}"
+        " --budget {wildcards.budget:q} --teacher {params.teacher:q} --codec {input.codec:q}"
+        " --corpus {params.corpus:q} {params.tasks} --out {output.metrics:q} --samples {output.samples:q}"
+        " --threads {threads:q} --device {resources.device:q} > {log:q} 2>&1"
 
 
 rule table4_fig7:
@@ -91,7 +91,7 @@ rule table4_fig7:
     log:
         f"{LOGS}/report/table4_fig7.log",
     shell:
-        "loopkv table4-fig7 --teacher-samples {input.teacher} --off {input.off} --on {input.on}"
-        " --off-curves {input.off_curves} --on-curves {input.on_curves} --bin-tokens {params.bins} --dpi {params.dpi}"
-        " --table-pdf {output.table_pdf} --table-csv {output.table_csv} --table-tex {output.table_tex}"
-        " --fig-pdf {output.fig_pdf} --fig-png {output.fig_png} --fig-json {output.fig_json} > {log} 2>&1"
+        "loopkv table4-fig7 --teacher-samples {input.teacher:q} --off {input.off:q} --on {input.on:q}"
+        " --off-curves {input.off_curves:q} --on-curves {input.on_curves:q} --bin-tokens {params.bins:q} --dpi {params.dpi:q}"
+        " --table-pdf {output.table_pdf:q} --table-csv {output.table_csv:q} --table-tex {output.table_tex:q}"
+        " --fig-pdf {output.fig_pdf:q} --fig-png {output.fig_png:q} --fig-json {output.fig_json:q} > {log:q} 2>&1"

@@ -14,6 +14,17 @@ rule table1:
     log:
         f"{LOGS}/report/table1.log",
     shell:
-        "loopkv table1 --cells {input.cells} --curves {input.curves} --passkey-train-max {params.train_max}"
-        " --pdf {output.pdf}"
-        " --csv {output.csv} --tex {output.tex} > {log} 2>&1"
+        "loopkv table1 --cells {input.cells:q} --curves {input.curves:q} --passkey-train-max {params.train_max:q}"
+        " --pdf {output.pdf:q}"
+        " --csv {output.csv:q} --tex {output.tex:q} > {log:q} 2>&1"
+
+
+rule agreement:
+    input:
+        pairs=[path for pair in agreement_pairs() for path in pair],
+    output:
+        f"{REPORTS}/agreement.json",
+    log:
+        f"{LOGS}/report/agreement.log",
+    shell:
+        "loopkv check-agreement --pairs {input.pairs:q} --out {output:q} > {log:q} 2>&1"

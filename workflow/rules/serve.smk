@@ -17,7 +17,7 @@ rule serve_bench:
     benchmark:
         f"{LOGS}/benchmarks/serve/serving.tsv"
     shell:
-        "loopkv serve-bench --cfg {params.cfg:q} --out {output} --device {resources.device} > {log} 2>&1"
+        "loopkv serve-bench --cfg {params.cfg:q} --out {output:q} --device {resources.device:q} > {log:q} 2>&1"
 
 
 rule kernel_bench:
@@ -35,7 +35,7 @@ rule kernel_bench:
     benchmark:
         f"{LOGS}/benchmarks/serve/kernel.tsv"
     shell:
-        "loopkv kernel-bench --cfg {params.cfg:q} --out {output} --device {resources.device} > {log} 2>&1"
+        "loopkv kernel-bench --cfg {params.cfg:q} --out {output:q} --device {resources.device:q} > {log:q} 2>&1"
 
 
 rule table5:
@@ -48,7 +48,7 @@ rule table5:
     log:
         f"{LOGS}/report/table5.log",
     shell:
-        "loopkv table5 --result {input} --pdf {output.pdf} --csv {output.csv} --tex {output.tex} > {log} 2>&1"
+        "loopkv table5 --result {input:q} --pdf {output.pdf:q} --csv {output.csv:q} --tex {output.tex:q} > {log:q} 2>&1"
 
 
 rule table13:
@@ -62,4 +62,4 @@ rule table13:
     log:
         f"{LOGS}/report/table13.log",
     shell:
-        "loopkv table13 --result {input} --pdf {output.pdf} --csv {output.csv} --tex {output.tex} > {log} 2>&1"
+        "loopkv table13 --result {input:q} --pdf {output.pdf:q} --csv {output.csv:q} --tex {output.tex:q} > {log:q} 2>&1"

@@ -31,9 +31,9 @@ if not pretrained():
         benchmark:
             f"{LOGS}/benchmarks/teacher/pretrain.tsv"
         shell:
-            "loopkv teacher-pretrain --cfg {params.cfg:q} --seed {params.seed}"
-            " --corpus {params.corpus} --tokenizer {params.tokenizer} {params.tasks}"
-            " --out {params.out} --checkpoints {params.checkpoints} --device {resources.device} > {log} 2>&1"
+            "loopkv teacher-pretrain --cfg {params.cfg:q} --seed {params.seed:q}"
+            " --corpus {params.corpus:q} --tokenizer {params.tokenizer:q} {params.tasks}"
+            " --out {params.out:q} --checkpoints {params.checkpoints:q} --device {resources.device:q} > {log:q} 2>&1"
 
 
 rule teacher_eval:
@@ -60,6 +60,6 @@ rule teacher_eval:
     benchmark:
         f"{LOGS}/benchmarks/teacher/eval.tsv"
     shell:
-        "loopkv teacher-eval --cfg {params.cfg:q} --seed {params.seed} --teacher {params.teacher}"
-        " --corpus {params.corpus} {params.tasks} --out {output.metrics} --samples {output.samples}"
-        " --device {resources.device} > {log} 2>&1"
+        "loopkv teacher-eval --cfg {params.cfg:q} --seed {params.seed:q} --teacher {params.teacher:q}"
+        " --corpus {params.corpus:q} {params.tasks} --out {output.metrics:q} --samples {output.samples:q}"
+        " --device {resources.device:q} > {log:q} 2>&1"

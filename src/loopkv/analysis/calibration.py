@@ -136,11 +136,30 @@ def run_calibration(model, rows: torch.Tensor, batch_size: int, layouts: tuple[s
     return calibration
 
 
-def load_calibration(path) -> Calibration:
-    from loopkv.errors import LoopKVError
+# what a calibration state holds (Calibration.state), checked when it is read
+CALIBRATION_FIELDS = {"layouts": (tuple, list), "samples": torch.Tensor, "moments": dict}
+MOMENT_FIELDS = {"count": int, "total": (torch.Tensor, type(None)), "outer": (torch.Tensor, type(None))}
 
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
-        return Calibration.from_state(state)
-    except Exception as e:  # torch raises many types for truncated/corrupt files
-        raise LoopKVError(f"calibration {path} is corrupt or truncated ({type(e).__name__}: {e})") from e
+
+def read_calibration_state(path) -> dict:
+    """The saved state of a calibration, its fields and shapes checked: a truncated, corrupt or
+    foreign file raises LoopKVError naming it."""
+    from loopkv.errors import LoopKVError
+    from loopkv.utils.checked_io import check_fields, load_pt
+
+    state = load_pt(path, "calibration", CALIBRATION_FIELDS, hint="; re-run the calibrate stage")
+    where = f"calibration {path}"
+    for key, moments in state["moments"].items():
+        check_fields(moments, MOMENT_FIELDS, f"{where}: moments {key!r}")
+    wanted = {f"{layout}/{kind}" for layout in state["layouts"] for kind in ("k", "v")}
+    if set(state["moments"]) != wanted:
+        raise LoopKVError(f"{where}: moments for {sorted(state['moments'])}, expected {sorted(wanted)} "
+                          f"(layouts {list(state['layouts'])})")
+    samples = state["samples"]
+    if samples.numel() and (samples.ndim != 6 or samples.shape[0] != 2):
+        raise LoopKVError(f"{where}: samples of shape {tuple(samples.shape)}, expected (2, n, D, H, T, d_head)")
+    return state
+
+
+def load_calibration(path) -> Calibration:
+    return Calibration.from_state(read_calibration_state(path))

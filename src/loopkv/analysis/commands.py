@@ -65,14 +65,15 @@ def _calibrate(args) -> None:
 
 
 def _structure(args) -> None:
-    import torch
-
+    from loopkv.analysis.calibration import read_calibration_state
     from loopkv.analysis.spectra import cross_loop_structure
+    from loopkv.errors import LoopKVError
     from loopkv.report.paper_values import FIG2_CROSS_LOOP
 
     prov = Provenance(None, None, {"calibration": args.calibration})
-    state = torch.load(args.calibration, map_location="cpu", weights_only=False)
-    samples = state["samples"].float()
+    samples = read_calibration_state(args.calibration)["samples"].float()
+    if not samples.numel():
+        raise LoopKVError(f"calibration {args.calibration} holds no sampled tokens (calibration.sample_tokens is 0)")
     result = cross_loop_structure(samples[0], samples[1])
     result["n_tokens"] = int(samples.shape[1])
     result["title"] = (f"teacher K/V cross-loop structure ({samples.shape[1]} sampled tokens, "
@@ -80,12 +81,22 @@ def _structure(args) -> None:
     write_json(args.out, {"measured": result, "paper": FIG2_CROSS_LOOP, "provenance": prov.block()})
 
 
+# what cross-loop-structure writes and plot-cross-loop reads (report/fig_cross_loop.py)
+_NUMBER = (int, float)
+_SPECTRUM = {"normalized_effective_rank": _NUMBER, "first_direction_energy": _NUMBER}
+_MEASURED_KIND = {"spectra": {axis: _SPECTRUM for axis in ("loop", "head", "layer")},
+                  "convergence": {"cosine_to_final": list, "relative_change": list},
+                  "loop_variance_share": _NUMBER}
+STRUCTURE_FIELDS = {"measured": {"k": _MEASURED_KIND, "v": _MEASURED_KIND},
+                    "paper": {"loop_normalized_effective_rank": list, "loop_first_direction_energy": _NUMBER,
+                              "loop_variance_share": {"k": _NUMBER, "v": _NUMBER}}}
+
+
 def _plot(args) -> None:
-    import json
-
     from loopkv.report.fig_cross_loop import plot_cross_loop_structure
+    from loopkv.utils.checked_io import read_json
 
-    structure = json.loads(Path(args.structure).read_text())
+    structure = read_json(args.structure, "cross-loop structure", fields=STRUCTURE_FIELDS)
     figure = Path(args.figure)
     with atomic_path(figure) as pdf, atomic_path(figure.with_suffix(".png")) as png:
         plot_cross_loop_structure(structure["measured"], structure["paper"], pdf, png, dpi=args.cfg["dpi"])

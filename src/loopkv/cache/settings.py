@@ -45,25 +45,27 @@ def configured_setting(methods_cfg: dict, method: str, budget: str, config) -> d
     return {**setting, "budget": budget}
 
 
+CODEC_FIELDS = {"setting": {"method": str, "kwargs": dict}, "codec_state": dict}
+
+
 def read_codec_file(path, setting: dict | None = None) -> dict:
     """A saved codec ({"setting", "codec_state", ...}); a truncated or foreign file, or one distilled
     for another setting than `setting`, raises LoopKVError naming it."""
-    import torch
+    from loopkv.utils.checked_io import load_pt
 
-    try:
-        saved = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as e:   # torch raises many types for truncated or corrupt files
-        raise LoopKVError(f"codec {path} is corrupt or truncated ({type(e).__name__}: {e}); "
-                          "re-run its distillation") from e
-    if not isinstance(saved, dict) or not {"setting", "codec_state"} <= set(saved):
-        raise LoopKVError(f"codec {path} is not a loopkv codec file (no setting / codec_state)")
+    saved = load_pt(path, "codec", CODEC_FIELDS, hint="; re-run its distillation")
     if setting is not None and saved["setting"]["kwargs"] != setting["kwargs"]:
         raise LoopKVError(f"codec {path} was distilled for {saved['setting']}, not {setting}")
     return saved
 
 
-def load_codec(setting: dict, config, state: dict) -> LatentCodec:
+def load_codec(setting: dict, config, state: dict, source: str = "codec state") -> LatentCodec:
+    """The codec of `setting` holding `state` (from the file `source`): its tensors must be exactly
+    the codec's, with its shapes, all finite."""
+    from loopkv.utils.checked_io import check_state_dict
+
     codec = new_codec(setting, config)
+    check_state_dict(state, codec, source)
     codec.load_state_dict(state)
     return codec
 

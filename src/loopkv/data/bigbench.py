@@ -10,7 +10,6 @@ answers by exact match on its own reformatted prompts: ours is the source tasks'
 """
 from __future__ import annotations
 
-import json
 import random
 import re
 import sys
@@ -18,6 +17,7 @@ import tarfile
 from pathlib import Path
 
 from loopkv.errors import LoopKVError
+from loopkv.utils.checked_io import check_fields, parse_json
 from loopkv.utils.provenance import file_sha256
 
 SDIST = "bigbench-1.0.0.tar.gz"
@@ -79,12 +79,23 @@ def bbh_rows(sdist: Path | None = None) -> tuple[list[dict], dict]:
         raise LoopKVError(f"BBH needs {sdist} (PyPI bigbench==1.0.0's sdist): run `make setup` "
                           f"or `loopkv fetch-bigbench`")
     rows, stats = [], {}
-    with tarfile.open(sdist) as archive:
-        for member in sorted(archive.getmembers(), key=lambda m: m.name):
+    try:
+        archive = tarfile.open(sdist)
+        members = sorted(archive.getmembers(), key=lambda m: m.name)
+    except (tarfile.TarError, EOFError, OSError) as e:
+        raise LoopKVError(f"BBH sdist {sdist} is corrupt or truncated ({type(e).__name__}: {e}); "
+                          "delete it and run `loopkv fetch-bigbench`") from e
+    with archive:
+        for member in members:
             match = _MEMBER.match(member.name)
             if not match or match.group(1) not in BBH_SOURCE_TASKS:
                 continue
-            task = json.load(archive.extractfile(member))
+            where = f"BBH sdist {sdist} member {member.name}"
+            try:
+                text = archive.extractfile(member).read()
+            except (tarfile.TarError, EOFError, OSError, AttributeError) as e:
+                raise LoopKVError(f"{where} cannot be read ({type(e).__name__}: {e})") from e
+            task = check_fields(parse_json(text, where), {}, where)
             if "examples" not in task:       # a parent task that only lists its subtasks
                 continue
             name = match.group(1) + (f"/{match.group(2)}" if match.group(2) else "")

@@ -47,13 +47,23 @@ def load_tokenizer(path):
     return tokenizer
 
 
+# the files of a tokenizer directory transformers parses, and what each must hold at least
+_TOKENIZER_FILES = {"tokenizer.json": {"model": {}}, "tokenizer_config.json": {}, "special_tokens_map.json": {}}
+
+
 def _fast_tokenizer(path: Path):
     from transformers import PreTrainedTokenizerFast
 
+    from loopkv.utils.checked_io import read_json
+
+    for name, fields in _TOKENIZER_FILES.items():   # a truncated or foreign file: named, with its line
+        if name == "tokenizer.json" or (path / name).exists():
+            read_json(path / name, "tokenizer file", fields=fields)
     try:
         return PreTrainedTokenizerFast.from_pretrained(str(path))
-    except (OSError, ValueError, TypeError) as e:
-        raise LoopKVError(f"{path}: cannot load its tokenizer.json ({type(e).__name__}: {e})") from e
+    except Exception as e:   # tokenizers / transformers raise many types (KeyError, pyo3 errors) on foreign files
+        raise LoopKVError(f"tokenizer {path / 'tokenizer.json'} cannot be loaded ({type(e).__name__}: {e}); "
+                          "the file is corrupt or not a tokenizers-format tokenizer") from e
 
 
 def _train_bpe(cfg: dict, train_txt: Path):

@@ -113,7 +113,7 @@ def _lm_eval_shard(args) -> None:
                                device=resolve_device(args.device))
     lm = LoopKVLM(served=served, batch_size=args.cfg["lm_eval"]["batch_size"])
     cfg = task_config(args.task, args.data, settings.get("max_gen_toks"), served.tokenizer)
-    total = len(read_jsonl(Path(args.data, "test.jsonl")))
+    total = len(read_jsonl(Path(args.data, "test.jsonl"), "task data"))
     selection = select_docs(total, settings.get("max_docs"), derive_seed(args.seed, "lm-eval", task.data))
     docs = shard_docs(selection, args.shard, args.shards)
     cache_db = None
@@ -132,11 +132,19 @@ def _lm_eval_shard(args) -> None:
     write_json(args.out, result)
 
 
+# what lm-eval-shard writes and lm-eval-merge reads
+SHARD_FIELDS = {"task": str, "selection": list, "samples": list, "metrics": dict, "shard": int, "shards": int,
+                "total_docs": int, "method": str, "budget": str, "setting": dict, "headline": str,
+                "provenance": dict}
+
+
 def _lm_eval_merge(args) -> None:
     from loopkv.errors import LoopKVError
     from loopkv.eval.lm_runner import merge_shards
 
-    shards = [json.loads(Path(p).read_text()) for p in args.shards]
+    from loopkv.utils.checked_io import read_json
+
+    shards = [read_json(p, "lm-eval shard", SHARD_FIELDS) for p in args.shards]
     merged = merge_shards(shards)
     for key in ("method", "budget", "setting", "headline", "total_docs"):
         values = {json.dumps(s[key], sort_keys=True) for s in shards}

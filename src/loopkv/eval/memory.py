@@ -77,7 +77,8 @@ def _probe(job: dict) -> dict:
     codec = None
     if job.get("codec"):
         saved = read_codec_file(job["codec"], setting)
-        codec = load_codec(setting, model.config, saved["codec_state"]).to(device=device, dtype=model.dtype)
+        codec = load_codec(setting, model.config, saved["codec_state"], f"codec {job['codec']}")
+        codec = codec.to(device=device, dtype=model.dtype)
     cache = cache_factory(setting, model.config, codec, read_path="latent")()   # the capacity path
     if device.type == "cuda":   # the peak from here on: the decode's, over the loaded weights
         torch.cuda.reset_peak_memory_stats(device)

@@ -47,7 +47,8 @@ def load_method_model(teacher_dir, method: str, budget: str, methods_cfg: dict, 
         if not codec_path:
             raise LoopKVError(f"{method} needs a codec (a distilled codec from `loopkv distill`)")
         saved = read_codec_file(codec_path, setting)
-        codec = load_codec(setting, teacher.config, saved["codec_state"]).to(device=device, dtype=teacher.dtype)
+        codec = load_codec(setting, teacher.config, saved["codec_state"], f"codec {codec_path}")
+        codec = codec.to(device=device, dtype=teacher.dtype)
     elif codec_path:
         raise LoopKVError(f"{method} takes no codec (only {', '.join(CODEC_METHODS)} do)")
     read_path = methods_cfg.get("read_path")   # only methods with read paths get one in their slice

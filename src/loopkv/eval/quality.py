@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from loopkv.data.tasks import ROW_FIELDS
 from loopkv.data.tasks.arithmetic import check_answer
 from loopkv.eval.generation import CacheFactory, continuation_logprobs, greedy_generate
 from loopkv.eval.heldout import heldout_cross_entropy
@@ -71,7 +72,7 @@ def cloze_accuracy(model, tokenizer, rows: list[dict], batch_size: int, cache_fa
     correct, correct_norm, k = [], [], 0
     for r in rows:
         s = np.array(scores[k:k + len(r["choices"])])
-        lengths = np.array([len(c.encode()) for c in r["choices"]])
+        lengths = np.array([len(c) for c in r["choices"]])   # per character, as lm-eval's acc_norm
         correct.append(int(s.argmax()) == r["label"])
         correct_norm.append(int((s / lengths).argmax()) == r["label"])
         k += len(r["choices"])
@@ -89,14 +90,14 @@ def evaluate_quality(model, tokenizer, corpus_dir, task_dirs: dict, cfg: dict, s
         metrics["heldout"] = heldout_loss(model, tokenizer, Path(corpus_dir, "test.txt").read_text(),
                                           seq_len, cfg["heldout_batches"], cfg["batch_size"])
     if "passkey" in task_dirs:
-        rows = read_jsonl(Path(task_dirs["passkey"], "test.jsonl"))
+        rows = read_jsonl(Path(task_dirs["passkey"], "test.jsonl"), "task data", ROW_FIELDS["passkey"])
         metrics["passkey"], samples["passkey"] = passkey_accuracy(
             model, tokenizer, rows, cfg["batch_size"], cache_factory)
     if "arithmetic" in task_dirs:
-        rows = read_jsonl(Path(task_dirs["arithmetic"], "test.jsonl"))
+        rows = read_jsonl(Path(task_dirs["arithmetic"], "test.jsonl"), "task data", ROW_FIELDS["arithmetic"])
         metrics["arithmetic"], samples["arithmetic"] = arithmetic_exact_match(
             model, tokenizer, rows, cfg["batch_size"], cfg["arithmetic_max_new_tokens"], cache_factory)
     if "cloze" in task_dirs:
-        rows = read_jsonl(Path(task_dirs["cloze"], "test.jsonl"))
+        rows = read_jsonl(Path(task_dirs["cloze"], "test.jsonl"), "task data", ROW_FIELDS["cloze"])
         metrics["cloze"] = cloze_accuracy(model, tokenizer, rows, cfg["batch_size"], cache_factory)
     return metrics, samples

@@ -1,4 +1,4 @@
-"""Subcommands: table1, table7, fig8, table4-fig7, melt-table, melt-vs-lla, fig-memory."""
+"""Subcommands: table1, table7, check-agreement, fig8, table4-fig7, melt-table, melt-vs-lla, fig-memory."""
 from __future__ import annotations
 
 import json
@@ -6,6 +6,7 @@ from pathlib import Path
 
 from loopkv.cli_args import json_arg, named_path
 from loopkv.utils.atomic import atomic_path
+from loopkv.utils.checked_io import read_json
 
 
 def register(sub) -> None:
@@ -24,6 +25,13 @@ def register(sub) -> None:
     for fmt in ("pdf", "csv", "tex"):
         p.add_argument(f"--{fmt}", required=True)
     p.set_defaults(func=_table7)
+
+    p = sub.add_parser("check-agreement", help="fail when Table 1 and the lm-eval suite disagree on one measurement")
+    p.add_argument("--pairs", nargs="+", required=True,
+                   help="method-eval quality.json, then the same (method, budget)'s lm-eval-merge JSON of a "
+                        "synthetic task, repeated")
+    p.add_argument("--out", required=True, help="the comparison, written only when nothing disagrees")
+    p.set_defaults(func=_check_agreement)
 
     for name, what in (("table5", "LLA Table 5 (serving) from a serve-bench result"),
                        ("table13", "LLA Table 13 (latent-attention kernel) from a kernel-bench result")):
@@ -67,16 +75,16 @@ def _table4_fig7(args) -> None:
     from loopkv.utils.atomic import write_json
 
     def samples_of(quality_path):   # quality.json -> its quality_samples.json beside it
-        return json.loads(Path(quality_path).with_name("quality_samples.json").read_text())
+        return read_json(Path(quality_path).with_name("quality_samples.json"), "samples result", {"samples": dict})
 
-    teacher = json.loads(Path(args.teacher_samples).read_text())
+    teacher = read_json(args.teacher_samples, "samples result", {"samples": dict})
     cells = []
     for off, on, off_curve, on_curve in zip(args.off, args.on, args.off_curves, args.on_curves, strict=True):
         cells.append({"off": _metrics(off), "on": _metrics(on),
                       "off_samples": exposure.arithmetic_samples(samples_of(off)),
                       "on_samples": exposure.arithmetic_samples(samples_of(on)),
-                      "off_curve": json.loads(Path(off_curve).read_text()),
-                      "on_curve": json.loads(Path(on_curve).read_text())})
+                      "off_curve": read_json(off_curve, "curve", {}),
+                      "on_curve": read_json(on_curve, "curve", {})})
     rows = exposure.table_rows(cells, teacher)
     title = "LLA Table 4, off- vs on-policy distillation: our measurements (left) beside the paper's (right)"
     with atomic_path(args.table_pdf) as pdf, atomic_path(args.table_csv) as csv_path, atomic_path(args.table_tex) as tex:
@@ -96,7 +104,7 @@ def _fig8(args) -> None:
     from loopkv.utils.atomic import read_jsonl, write_json
 
     data = read_jsonl(args.data)
-    results = [json.loads(Path(p).read_text()) for p in args.results]
+    results = [read_json(p, "lm-eval result", {}) for p in args.results]
     cells = [fig_passkey.grid(data, r) for r in results]
     with atomic_path(args.pdf) as pdf, atomic_path(args.png) as png:
         fig_passkey.plot(results, cells, args.reliable, pdf, png, args.dpi)
@@ -118,21 +126,35 @@ def _fig8(args) -> None:
 def _table7(args) -> None:
     from loopkv.report import table7, tables
 
-    rows = table7.build_rows([json.loads(Path(p).read_text()) for p in args.results])
+    rows = table7.build_rows([read_json(p, "lm-eval result", {}) for p in args.results])
     title = "LLA Table 7, the broad suite through lm-eval: our measurements (left) beside the paper's (right)"
     with atomic_path(args.pdf) as pdf, atomic_path(args.csv) as csv_path, atomic_path(args.tex) as tex:
         tables.write_all(rows, table7.SPEC, table7.note(rows), title, pdf, csv_path, tex)
+
+
+def _check_agreement(args) -> None:
+    from loopkv.errors import LoopKVError
+    from loopkv.report import agreement
+
+    if len(args.pairs) % 2:
+        raise LoopKVError(f"--pairs takes (quality.json, lm-eval JSON) pairs: got {len(args.pairs)} paths")
+    report = agreement.check(list(zip(args.pairs[::2], args.pairs[1::2])))
+    if report["disagree"]:
+        raise LoopKVError(agreement.disagreements_message(report))
+    with atomic_path(args.out) as out:
+        Path(out).write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+    print(f"agreement: {report['agree']} agree, {report['not_comparable']} not comparable")
 
 
 def _serving_table(args) -> None:
     from loopkv.report import serving_tables, tables
 
     if args.table == "table5":
-        result = json.loads(Path(args.result).read_text())
+        result = read_json(args.result, "serve-bench result", {})
         rows, spec, note = serving_tables.table5_rows(result), serving_tables.TABLE5, serving_tables.table5_note(result)
         title = "LLA Table 5, serving: bytes per token, capacity and decode speed (ours) beside the paper's"
     else:
-        results = [json.loads(Path(p).read_text()) for p in args.result]
+        results = [read_json(p, "kernel-bench result", {"rows": list}) for p in args.result]
         rows, spec = [r for res in results for r in serving_tables.table13_rows(res)], serving_tables.TABLE13
         note = serving_tables.table13_note(results)
         title = "LLA Table 13, latent-attention kernel vs the teacher's attention and reconstruct-then-attend"
@@ -143,10 +165,10 @@ def _serving_table(args) -> None:
 def _table1(args) -> None:
     from loopkv.report.table1 import build_rows, write_csv, write_pdf, write_tex
 
-    cells = [json.loads(Path(p).read_text())["metrics"] for p in args.cells]
+    cells = [_metrics(p) for p in args.cells]
     curves = {}
     for path in args.curves:
-        curve = json.loads(Path(path).read_text())
+        curve = read_json(path, "curve", {"setting": {"method": str, "budget": str}})
         curves[curve["setting"]["method"], curve["setting"]["budget"]] = curve
     rows = build_rows(cells, curves, args.passkey_train_max)
     title = "LLA Table 1 at equal cache budgets: our measurements (left) beside the paper's (right)"
@@ -190,14 +212,14 @@ def _table_arguments(p) -> None:
 
 
 def _metrics(path) -> dict:
-    return json.loads(Path(path).read_text())["metrics"]
+    return read_json(path, "result", {"metrics": dict})["metrics"]
 
 
 def _melt_table(args) -> None:
     from loopkv.report import melt_tables, tables
 
     metrics = {name: _metrics(path) for name, path in args.cell}
-    curves = {name: json.loads(Path(path).read_text()) for name, path in args.curve}
+    curves = {name: read_json(path, "curve", {}) for name, path in args.curve}
     spec = melt_tables.TABLE3 if args.which == 3 else melt_tables.TABLE4
     rows = melt_tables.recipe_rows(args.which, args.recipes, metrics, curves, args.passkey_train_max)
     what = "state-update (gate) variants" if args.which == 3 else "recipe components"
@@ -221,7 +243,8 @@ def _fig_memory(args) -> None:
     from loopkv.report.paper_values import MELT_MEMORY
     from loopkv.utils.atomic import write_json
 
-    memory = json.loads(Path(args.memory).read_text())
+    memory = read_json(args.memory, "melt-memory result", {"curves": (dict, list), "bytes_over_loops": (dict, list),
+                                                           "provenance": dict})
     with atomic_path(args.pdf) as pdf, atomic_path(args.png) as png:
         plot_memory(memory, MELT_MEMORY, pdf, png, args.dpi)
     write_json(args.json, {"summary": summary(memory), "curves": memory["curves"],

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import torch
 
-from loopkv.errors import LoopKVError
 from loopkv.utils.atomic import atomic_path
+from loopkv.utils.checked_io import load_pt
 from loopkv.utils.device import to_host
 
 CHECKPOINT_NAME = "last.pt"
@@ -21,15 +21,12 @@ def save_checkpoint(directory: str | os.PathLike, state: dict) -> Path:
     return path
 
 
-def load_checkpoint(directory: str | os.PathLike) -> dict | None:
-    """The last checkpoint in `directory`, or None when there is none."""
+def load_checkpoint(directory: str | os.PathLike, fields: dict | None = None) -> dict | None:
+    """The last checkpoint in `directory`, or None when there is none. `fields`: the payload's
+    expected fields and types (utils/checked_io.check_fields); a truncated, corrupt or foreign file
+    raises LoopKVError naming it."""
     path = Path(directory) / CHECKPOINT_NAME
     if not path.exists():
         return None
-    try:
-        return torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as e:  # torch raises many types for truncated/corrupt files
-        raise LoopKVError(
-            f"checkpoint {path} is corrupt or truncated ({type(e).__name__}: {e}); "
-            "delete it to restart training from scratch"
-        ) from e
+    return load_pt(path, "training checkpoint", fields if fields is not None else {},
+                   hint="; delete it to restart training from scratch")

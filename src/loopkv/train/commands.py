@@ -172,12 +172,13 @@ def _distill_on_policy(args) -> None:
     tokenizer = load_tokenizer(args.teacher)
     setting = configured_setting(args.cfg["methods"], args.method, args.budget, model.config)
     saved = read_codec_file(args.init, setting)
-    codec = load_codec(setting, model.config, saved["codec_state"]).to(device=device, dtype=model.dtype)
+    codec = load_codec(setting, model.config, saved["codec_state"], f"codec {args.init}")
+    codec = codec.to(device=device, dtype=model.dtype)
     view = make_cache(args.method, model.config, codec=codec)
     # the student generates through the codec being trained (full-memory read: same values, faster)
     student_cache = cache_factory(setting, model.config, codec, read_path="full")
     prompts = [encode_prompt(tokenizer, row["prompt"]) for d in prompt_dirs.values()
-               for row in read_jsonl(Path(d, "train.jsonl"))]
+               for row in read_jsonl(Path(d, "train.jsonl"), "task data", {"prompt": str})]
     if len(prompts) <= cfg["eval_samples"]:
         raise LoopKVError(f"on_policy.eval_samples ({cfg['eval_samples']}) leaves no training prompts of {len(prompts)}")
     # the last eval_samples prompts are held out: the on-policy selection measurement continues them

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from loopkv.data.tasks import TRAIN_FIELDS
 from loopkv.errors import LoopKVError
 from loopkv.utils.atomic import read_jsonl
 from loopkv.utils.seeding import derive_seed
@@ -115,7 +116,8 @@ def load_task_examples(tokenizer, task_dirs: dict[str, str | Path]) -> dict[str,
     for name, directory in task_dirs.items():
         path = Path(directory) / "train.jsonl"
         if path.exists():
-            out[name] = [encode_example(tokenizer, r["prompt"], r["target"]) for r in read_jsonl(path)]
+            rows = read_jsonl(path, "task data", TRAIN_FIELDS)
+            out[name] = [encode_example(tokenizer, r["prompt"], r["target"]) for r in rows]
     return out
 
 

@@ -15,13 +15,19 @@ from tqdm import tqdm
 
 from loopkv.data.tokenizer import load_tokenizer
 from loopkv.models import OuroConfig, OuroForCausalLM
-from loopkv.train.checkpoint import load_checkpoint, save_checkpoint
+from loopkv.errors import LoopKVError
+from loopkv.train.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
 from loopkv.train.mixture import Mixture, encode_text, heldout_windows, load_task_examples
 from loopkv.eval.heldout import heldout_cross_entropy
 from loopkv.train.objectives import ouro_loss
 from loopkv.train.schedule import warmup_cosine
+from loopkv.utils.checked_io import check_state_dict
 from loopkv.utils.device import place
 from loopkv.utils.seeding import derive_seed, seed_everything
+
+# what a pretraining checkpoint holds (written below), checked before resuming from it
+CHECKPOINT_FIELDS = {"step": int, "model": dict, "optimizer": {"state": dict, "param_groups": list},
+                     "curve": {"train": list, "val": list}, "torch_rng": torch.Tensor}
 
 
 def build_teacher_config(arch: dict, tokenizer, dtype: str) -> OuroConfig:
@@ -64,11 +70,17 @@ def pretrain(cfg: dict, arch: dict, dtype: str, seed: int, corpus_dir, tokenizer
     # initialised on the CPU (the same weights whatever the device), then moved
     model = place(OuroForCausalLM(config).to(getattr(torch, dtype)), device)
     optimizer = _optimizer(model, cfg)
-    state = load_checkpoint(checkpoint_dir)
+    state = load_checkpoint(checkpoint_dir, CHECKPOINT_FIELDS)
     start, curve = 0, {"train": [], "val": []}
     if state is not None:
+        source = f"training checkpoint {Path(checkpoint_dir) / CHECKPOINT_NAME}"
+        check_state_dict(state["model"], model, f"{source}: model")
         model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
+        try:
+            optimizer.load_state_dict(state["optimizer"])
+        except (ValueError, KeyError, TypeError, RuntimeError) as e:
+            raise LoopKVError(f"{source}: its optimizer state does not fit this model ({type(e).__name__}: {e}); "
+                              "delete it to restart training from scratch") from e
         start, curve = state["step"], state["curve"]
         torch.set_rng_state(state["torch_rng"])
 

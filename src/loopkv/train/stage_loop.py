@@ -17,8 +17,12 @@ from tqdm import tqdm
 
 from loopkv.train.engine import Engine
 from loopkv.train.schedule import warmup_cosine
+from loopkv.utils.checked_io import check_fields
 
 log = logging.getLogger(__name__)
+# the client state every checkpoint of a stage holds (saved at the end of the loop below)
+CLIENT_STATE_FIELDS = {"step": int, "curve": {"train": list, "heldout": list},
+                       "best": {"kl": (int, float), "state": dict}, "torch_rng": torch.Tensor}
 
 
 def host_copy(state: dict) -> dict:
@@ -36,6 +40,8 @@ def train_stage(engine: Engine, cfg: dict, batches: Callable[[int], torch.Tensor
     returns them for the curve. Returns {"state" (best held-out kl), "best", "curve"}."""
     state = engine.load(checkpoint_dir)
     if state is not None:
+        check_fields(state, CLIENT_STATE_FIELDS, f"DeepSpeed checkpoint in {checkpoint_dir}",
+                     "not a loopkv training checkpoint; delete it to restart")
         start, curve, best = state["step"], state["curve"], state["best"]
         torch.set_rng_state(state["torch_rng"])
         # what was restored vs what the interrupted run saved (its last row's fingerprint)

@@ -44,9 +44,11 @@ def write_jsonl(path: str | os.PathLike, rows) -> None:
         _fsync(tmp)
 
 
-def read_jsonl(path: str | os.PathLike) -> list[dict]:
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+def read_jsonl(path: str | os.PathLike, what: str = "JSONL file", fields: dict | None = None) -> list[dict]:
+    """Rows of a JSONL file, checked (utils/checked_io.py): a bad line is reported by file and number."""
+    from loopkv.utils.checked_io import read_jsonl as checked
+
+    return checked(path, what, fields)
 
 
 def _fsync(path: Path) -> None:

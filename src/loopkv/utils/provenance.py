@@ -12,6 +12,14 @@ from importlib import metadata
 from pathlib import Path
 
 _PACKAGES = ("torch", "transformers", "tokenizers", "numpy", "deepspeed", "snakemake", "loopkv")
+_NONE = type(None)
+# every field `Provenance.block` writes, with its type: a block lacking one is incomplete (`loopkv verify`
+# reports its result unverifiable); config is any JSON value
+BLOCK_FIELDS = {"config": object, "config_hash": str, "seed": (int, _NONE), "inputs": dict,
+                "git_commit": (str, _NONE), "packages": dict, "python": str, "mkl_cbwr": (str, _NONE),
+                "device": (str, _NONE), "device_peak_bytes": (int, _NONE), "host": str,
+                "wall_time_s": (int, float)}
+INPUT_FIELDS = {"path": str, "sha256": str}   # each entry of a block's inputs
 
 
 def config_hash(config_slice) -> str:

@@ -16,6 +16,15 @@ from loopkv.utils.seeding import derive_seed
 
 TASKS: dict[str, Task] = {task.name: task for task in (passkey.TASK, arithmetic.TASK, cloze.TASK)}
 
+# the fields (and types) of a row that readers rely on, checked line by line (utils/checked_io.py)
+GENERATIVE_FIELDS = {"id": str, "prompt": str, "target": str, "answer": str, "meta": dict}
+ROW_FIELDS = {
+    "passkey": {**GENERATIVE_FIELDS, "meta": {"length": int, "depth": (int, float)}},
+    "arithmetic": {**GENERATIVE_FIELDS, "meta": {"steps": int}},
+    "cloze": {"id": str, "context": str, "choices": list, "label": int},
+}
+TRAIN_FIELDS = {"prompt": str, "target": str}    # a training example: prompt + target
+
 
 def get_task(name: str) -> Task:
     if name not in TASKS:

@@ -8,13 +8,13 @@ takes; `write_task_yamls` writes the same configs as YAML files for lm-eval's ow
 from __future__ import annotations
 
 import copy
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from loopkv.errors import LoopKVError
+from loopkv.utils.checked_io import iter_jsonl
 
 TEMPLATES = Path(__file__).parent
 PREFIX = "loopkv_"
@@ -72,8 +72,11 @@ def task_config(name: str, data_dir, max_gen_toks: int | None = None, tokenizer=
     if task.template == "passkey.yaml":
         if tokenizer is None:
             raise LoopKVError(f"task {name} needs the tokenizer to size its generation budget")
-        with open(data_file) as f:
-            first = json.loads(f.readline())
+        rows = iter_jsonl(data_file, "task data", {"target": str})
+        first = next(rows, None)
+        rows.close()
+        if first is None:
+            raise LoopKVError(f"task {name}: {data_file} holds no rows")
         max_gen_toks = len(tokenizer.encode(first["target"], add_special_tokens=False)) + 2
     if max_gen_toks is not None and "generation_kwargs" in cfg:
         cfg["generation_kwargs"]["max_gen_toks"] = int(max_gen_toks)
