@@ -15,8 +15,8 @@ import torch
 import triton
 
 from loopkv.serve.kernel_bench import kernel_rows, random_inputs
-from loopkv.serve.latent_attention import exact_attention_with_lse, merge_partial_attention, reference_latent_attention
-from loopkv.serve.triton_latent_attention import triton_latent_attention
+from loopkv.kernels.latent_attention import exact_attention_with_lse, merge_partial_attention, reference_latent_attention
+from loopkv.kernels.triton_latent_attention import triton_latent_attention
 
 # (batch, heads, kv heads, latent groups, queries, context, d, r_k, r_v, first position, left padding per row)
 CHECKS = [

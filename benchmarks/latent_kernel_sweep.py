@@ -23,8 +23,8 @@ import torch.nn.functional as F
 
 from loopkv.models.rope import Rotary
 from loopkv.serve.kernel_bench import random_inputs
-from loopkv.serve.latent_attention import reference_latent_attention
-from loopkv.serve.triton_latent_attention import triton_latent_attention
+from loopkv.kernels.latent_attention import reference_latent_attention
+from loopkv.kernels.triton_latent_attention import triton_latent_attention
 
 
 def gpu_ms(fn, replays: int = 20) -> float:

@@ -15,7 +15,7 @@ import yaml
 
 from loopkv import cli, config_commands
 from loopkv.config import (
-    DEFAULT_CONFIG_PATH, SCHEMA_PATH, apply_defaults, config_slice, load_config, load_schema,
+    DEFAULT_CONFIG_PATH, SCHEMA_PATH, complete_config, config_slice, load_config, load_schema,
     validate_config,
 )
 from loopkv.errors import LoopKVError
@@ -44,7 +44,7 @@ def test_default_config_is_valid_and_complete():
     assert load_config(DEFAULT_CONFIG_PATH) == DEFAULT_VALUES
 
 
-def test_schema_defaults_equal_default_config():
+def test_empty_config_is_the_default_config():
     assert load_config({}) == DEFAULT_VALUES
 
 
@@ -65,9 +65,11 @@ def test_partial_section_is_filled_and_input_untouched():
     assert cfg["model"]["arch"]["hidden_size"] == DEFAULT_VALUES["model"]["arch"]["hidden_size"]
 
 
-def test_partial_mixture_means_other_sources_are_zero():
+def test_partial_mixture_keeps_the_default_weights_as_in_a_run():
+    """One merge everywhere: a dict given to load_config means what the same --configfile means."""
     cfg = load_config({"teacher": {"mixture": {"corpus": 1.0}}})
-    assert cfg["teacher"]["mixture"] == {"corpus": 1.0, "passkey": 0, "arithmetic": 0}
+    assert cfg["teacher"]["mixture"] == {"corpus": 1.0, **{k: DEFAULT_VALUES["teacher"]["mixture"][k]
+                                                           for k in ("passkey", "arithmetic")}}
 
 
 def test_empty_yaml_file_means_all_defaults(tmp_path):
@@ -84,8 +86,7 @@ def test_ouro_config_is_valid_without_path_checks():
     assert cfg["data"]["tokenizer"]["vocab_size"] == 49152
     assert arch["rope_theta"] == 1.0e6
     assert cfg["model"]["dtype"] == "bfloat16"
-    # the file states every key: nothing comes from defaults
-    assert cfg == yaml.safe_load(OURO.read_text())
+    assert arch["rms_norm_eps"] == 1.0e-6 and cfg["seed"] == 1234   # left out: config/config.yaml's
 
 
 def test_ouro_config_needs_the_checkpoint(tmp_path):
@@ -100,9 +101,10 @@ def test_ouro_config_passes_once_checkpoint_is_there(tmp_path):
 
 
 def test_schema_conventions():
-    """Every key documented with type/description/default; every object closed, label maps' entries
-    included (typed, no free-form mapping anywhere); every integer bounded above, the bound stated in
-    its description; every list's items typed."""
+    """Every key documented with type/description (its default is config/config.yaml's: see
+    test_config_defaults.py); every object closed, label maps' entries included (typed, no free-form
+    mapping anywhere); every integer bounded above, the bound stated in its description; every list's
+    items typed."""
     schema = load_schema()
     from loopkv.config import _Validator
     _Validator.check_schema(schema)
@@ -119,9 +121,7 @@ def test_schema_conventions():
             assert node.get("additionalProperties") is False, where
             assert "properties" in node, f"{where}: an object without typed keys"
             for key, sub in node["properties"].items():
-                # a required key has no default, nor has a label map entry's: left out means "not overridden"
-                plain = entry or key in node.get("required", ())
-                for field in ("type", "description") if plain else ("type", "description", "default"):
+                for field in ("type", "description"):
                     assert field in sub, f"{where}.{key} has no {field}"
                 walk(sub, f"{where}.{key}".lstrip("."), entry)
         if "array" in types:
@@ -144,18 +144,27 @@ def test_schema_conventions():
 
 
 def test_schema_names_match_the_registries():
-    """Names the schema lists itself must be the registries' (loopkv.cache.registry, the MELT recipes)."""
+    """Names the schema lists itself must be the registries' (the MELT recipes, the layouts, the
+    sources); KV method and gate names it does not list (config.py checks them against the registries)."""
     from loopkv.cache.registry import METHODS
     from loopkv.models.configuration_ouro import OuroConfig
     from loopkv.models.melt_gate import VARIANTS
     from loopkv.train.melt_recipes import RECIPE_KEYS
 
     props = load_schema()["properties"]
-    assert set(props["methods"]["properties"]["table1"]["additionalProperties"]["items"]["enum"]) == \
-        set(METHODS) - {"full", "melt"}
+    enums = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            enums.extend(node.get("enum", []) if isinstance(node.get("enum"), list) else [])
+            for value in node.values():
+                walk(value)
+
+    walk(load_schema())
+    names = (set(METHODS) | set(VARIANTS)) - {"full"}   # "full" is also a read path (methods.read_path)
+    assert not set(enums) & names, set(enums) & names
     ablation = props["melt"]["properties"]["ablations"]["additionalProperties"]["properties"]
     assert tuple(ablation) == RECIPE_KEYS
-    assert set(ablation["gate"]["enum"]) == set(props["melt"]["properties"]["gate"]["enum"]) == set(VARIANTS)
     paper_model = props["serve"]["properties"]["paper"]["properties"]["models"]["additionalProperties"]
     assert set(paper_model["properties"]) <= set(OuroConfig.__annotations__)
     from loopkv.cache.latent_codec import LAYOUTS
@@ -168,7 +177,7 @@ def test_schema_names_match_the_registries():
 def test_paper_scale_fits_the_bounds():
     """The bounds admit paper scale with headroom: Ouro-2.6B's depth, 8 GPUs, 64k-token passkey prompts,
     the 262144-token kernel context, MELT's 32k-token memory curve, a 1M-token Table 5 context."""
-    raw = yaml.safe_load(OURO.read_text())
+    raw = load_config(OURO, check_paths=False)
     raw["model"]["arch"].update(num_hidden_layers=48, max_position_embeddings=1048576)
     raw["passkey_grid"]["lengths"] = [2048, 65536, 262144]
     raw["serve"]["kernel"]["contexts"] = [262144, 1048576]
@@ -212,11 +221,15 @@ def test_results_dirs_are_checked_only_with_paths(tmp_path):
 
 
 def test_schema_works_with_snakemake_validate():
-    """The Snakefile may use snakemake's own validate(); it must fill the same defaults."""
+    """Snakemake's own validate() accepts the complete config and, the schema stating no defaults, adds
+    nothing to a partial one (config/config.yaml, the Snakefile's configfile, is the defaults)."""
     snake_utils = pytest.importorskip("snakemake.utils")
-    cfg = {"seed": 3}
+    cfg = load_config({"seed": 3})
     snake_utils.validate(cfg, str(SCHEMA_PATH))
     assert cfg == load_config({"seed": 3})
+    partial = {"seed": 3}
+    snake_utils.validate(partial, str(SCHEMA_PATH))
+    assert partial == {"seed": 3}
 
 
 # ---------------------------------------------------------------- malformed configs
@@ -284,7 +297,8 @@ BAD_CASES = [
     ("tokenizer-pretrained-without-path", {"data.tokenizer.kind": "pretrained"}, "data.tokenizer.path"),
     ("tokenizer-path-missing", {"data.tokenizer.path": "{tmp}/no-tokenizer"}, "data.tokenizer.path"),
     ("calibration-unknown-layout", {"calibration.layouts": ["per_token"]}, "calibration.layouts[0]"),
-    ("calibration-zero-mixture", {"calibration.mixture": {"corpus": 0}}, "calibration.mixture"),
+    ("calibration-zero-mixture", {"calibration.mixture": {"corpus": 0, "passkey": 0, "arithmetic": 0}},
+     "calibration.mixture"),
     ("calibration-rows-too-short-for-passkey", {"calibration.seq_len": 64}, "calibration.seq_len"),
     ("calibration-longer-than-positions", {"calibration.seq_len": 4096}, "calibration.seq_len"),
     ("report-dpi-too-low", {"report.dpi": 10}, "report.dpi"),
@@ -304,7 +318,7 @@ BAD_CASES = [
     ("bad-read-path", {"methods.read_path": "absorbed"}, "methods.read_path"),
     ("distill-warmup-over-steps", {"distill.warmup_steps": 1000}, "distill.warmup_steps"),
     ("distill-longer-than-positions", {"distill.seq_len": 4096}, "distill.seq_len"),
-    ("distill-zero-mixture", {"distill.mixture": {"corpus": 0}}, "distill.mixture"),
+    ("distill-zero-mixture", {"distill.mixture": {"corpus": 0, "passkey": 0, "arithmetic": 0}}, "distill.mixture"),
     ("distill-rows-too-short-for-passkey", {"distill.seq_len": 64}, "distill.seq_len"),
     ("distill-zero-stage-3", {"distill.zero_stage": 3}, "distill.zero_stage"),
     ("codec-without-calibration-moments", {"calibration.layouts": ["per_head", "per_loop"]}, "methods.table1.5.33x"),
@@ -319,8 +333,9 @@ BAD_CASES = [
     ("melt-stage2-warmup-over-steps", {"melt.stage2.warmup_steps": 1000}, "melt.stage2.warmup_steps"),
     ("melt-rows-too-short-for-passkey", {"melt.seq_len": 64}, "melt.seq_len"),
     ("melt-compare-unknown-method", {"melt.compare_methods": ["h2o"]}, "melt.compare_methods"),
-    ("melt-without-its-budget", {"methods.budgets": {"5.33x": 5.333333, "21.33x": 21.333333},
-                                 "methods.table1": {"5.33x": ["lla"]}}, "methods.budgets"),
+    # T = 3 and no 3x label (a default label cannot be removed); no Table 1 cell, which T = 3 would bar
+    ("melt-without-its-budget", {"model.arch.total_ut_steps": 3,
+                                 "methods.table1": {"4x": [], "5.33x": [], "21.33x": []}}, "methods.budgets"),
     ("melt-in-table1", {"methods.table1": {"4x": ["melt"]}}, "methods.table1.4x[0]"),
     # the evaluation suite, the passkey grid, on-policy distillation
     ("lm-eval-unknown-benchmark", {"lm_eval.tasks": [{"name": "mmlu_pro"}]}, "lm_eval.tasks[0].name"),
@@ -422,10 +437,11 @@ def test_missing_and_invalid_files(tmp_path):
         load_config(bad)
 
 
-def test_apply_defaults_leaves_wrong_types_for_validation():
-    out = apply_defaults({"data": "oops"})
+def test_completion_leaves_wrong_types_for_validation():
+    out = complete_config({"data": "oops"})
     assert out["data"] == "oops"
     assert out["teacher"]["steps"] == DEFAULT_VALUES["teacher"]["steps"]
+    assert complete_config([1, 2]) == [1, 2]
 
 
 # ---------------------------------------------------------------- config_slice
@@ -450,7 +466,7 @@ def test_config_slice():
 @pytest.fixture
 def config_only_cli(monkeypatch):
     """cli.main with only this module's commands, so the test does not depend on other areas."""
-    monkeypatch.setattr(cli, "_COMMAND_MODULES", ("loopkv.config_commands",))
+    monkeypatch.setattr(cli, "COMMAND_MODULES", ("loopkv.config_commands",))
     return cli.main
 
 
@@ -506,7 +522,7 @@ def test_cli_merges_over_the_workflow_config_as_snakemake_does(config_only_cli, 
 
 def _full_cli_available() -> bool:
     try:
-        return all(importlib.util.find_spec(m) is not None for m in cli._COMMAND_MODULES)
+        return all(importlib.util.find_spec(m) is not None for m in cli.COMMAND_MODULES)
     except ModuleNotFoundError:  # a parent package is missing
         return False
 

@@ -151,7 +151,7 @@ def config_check_argv(files: list[str], config_args: list[str]) -> list[str]:
 @pytest.fixture
 def config_check(monkeypatch, capsys, workdir):
     """`loopkv config-check ARGS` in the workflow copy, in-process: (exit status, stdout, stderr)."""
-    monkeypatch.setattr(cli, "_COMMAND_MODULES", ("loopkv.config_commands",))
+    monkeypatch.setattr(cli, "COMMAND_MODULES", ("loopkv.config_commands",))
     monkeypatch.chdir(workdir)
 
     def run(argv: list[str]) -> tuple[int, str, str]:
@@ -221,7 +221,8 @@ REPOSITORY_CONFIGS = {
     "ouro-1.4b+gpu_smoke": (["config/ouro-1.4b.yaml", "benchmarks/gpu_smoke.yaml"], []),
     "micro+config-args": (["tests/workflow/micro.yaml"], ["seed=7", "results_dir=results/other"]),
     "json-and-yte": (["cases-ok/plain.json", "cases-ok/template.yaml"], []),
-    "ouro-1.4b-replacing": (["config/ouro-1.4b.yaml"], [], "--replace-workflow-config"),  # a whole config
+    # Snakemake drops config/config.yaml; the Snakefile's load_config fills the overlay from it again
+    "ouro-1.4b-replacing": (["config/ouro-1.4b.yaml"], [], "--replace-workflow-config"),
 }
 
 

@@ -19,7 +19,7 @@ from loopkv.utils.device import model_device, place, release_strict_devices, res
 
 METHODS_CFG = {"cache_dtype": "bfloat16", "k_share": 0.375, "kv_quant_group": 4, "budgets": {"4x": 4.0}}
 HEAD_DIM = 16   # kv_quant packs 8 values a byte
-CASES = [(m, p) for m in METHODS for p in (getattr(METHODS[m], "READ_PATHS", (None,)))]
+CASES = [(m, p) for m in METHODS for p in (METHODS[m].read_paths or (None,))]
 
 
 @pytest.fixture(autouse=True, scope="module")

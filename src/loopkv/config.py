@@ -1,10 +1,13 @@
 """Load, complete and check a loopkv config.
 
-The schema (workflow/schemas/config.schema.yaml) is the single source of defaults, types and ranges
-(every size that drives memory or time has an upper bound there); this module adds what a schema
-cannot say well: cross-key rules, the kinds and existence of paths, and reading and merging config
-files exactly as Snakemake does, so that `loopkv config-check` validates the config Snakemake will
-run. Every error names the dotted key it is about, so a user can find the line to fix.
+config/config.yaml is the single source of defaults: every config is it with the given files merged
+over it key by key, exactly as Snakemake merges `--configfile` files over the Snakefile's
+`configfile:`, so a partial config means the same here as in a run. The schema
+(workflow/schemas/config.schema.yaml) holds types and ranges (every size that drives memory or time
+has an upper bound there) and no defaults; this module adds what a schema cannot say well: names the
+registries define, cross-key rules, the kinds and existence of paths, and reading and merging config
+files as Snakemake does, so that `loopkv config-check` validates the config Snakemake will run. Every
+error names the dotted key it is about, so a user can find the line to fix.
 """
 from __future__ import annotations
 
@@ -34,6 +37,11 @@ MIN_BPE_VOCAB = 259
 
 # The Snakefile's own config file (its `configfile:`), relative to the working directory.
 WORKFLOW_CONFIGFILE = "config/config.yaml"
+
+# lm_eval.tasks is a list, which a config file replaces whole: an entry's left-out keys have no
+# config/config.yaml value to merge with, so they are stated here, once (the whole set, one shard,
+# the task's own generation budget).
+LM_EVAL_TASK_DEFAULTS = {"max_docs": None, "shards": 1, "max_gen_toks": None}
 
 # The most lm-eval shard jobs (served models x shards of every task, plus the passkey grid's) one
 # config may plan: Snakemake holds every job of the DAG in memory while it builds it, and a huge
@@ -75,15 +83,15 @@ def load_schema() -> dict:
 
 def load_config(path_or_dict: str | os.PathLike | dict, *, check_paths: bool = True,
                 base_dir: str | os.PathLike | None = None) -> dict:
-    """Read one config file (parsed as Snakemake parses it) or copy a dict, fill schema defaults,
-    validate, return the full config. The file is taken alone: `load_workflow_config` merges files
-    over the workflow's config/config.yaml as a Snakemake run does."""
+    """Read one config file (parsed as Snakemake parses it) or copy a dict, merge it over
+    config/config.yaml (`complete_config`), validate, return the full config. A config that is
+    already complete (the Snakefile's merged `config`) comes back unchanged, its key order kept."""
     if isinstance(path_or_dict, (str, os.PathLike)):
         raw = read_config_file(Path(path_or_dict))
         raw = {} if raw is None else raw   # an empty file means "all defaults"
     else:  # already parsed (e.g. Snakemake's `config`); a non-mapping is reported by validation
         raw = copy.deepcopy(path_or_dict)
-    config = apply_defaults(raw)
+    config = complete_config(raw)
     validate_config(config, check_paths=check_paths, base_dir=base_dir)
     return config
 
@@ -96,7 +104,7 @@ def load_workflow_config(configfiles: Iterable[str | os.PathLike] = (), config_a
     filled and validated as the Snakefile does (workflow/rules/common.smk)."""
     raw = workflow_config(configfiles, config_args, workflow_configfile=workflow_configfile,
                           replace_workflow_config=replace_workflow_config, base_dir=base_dir)
-    config = apply_defaults(raw)
+    config = complete_config(raw)
     validate_config(config, check_paths=check_paths, base_dir=base_dir, check_dirs=True)
     return config
 
@@ -117,20 +125,46 @@ def workflow_config(configfiles: Iterable[str | os.PathLike] = (), config_args: 
     for path in configfiles:
         update_config(overwrite, _read_mapping(path if path.is_absolute() else base_dir / path))
     update_config(overwrite, parse_config_args(config_args))
-    config = copy.deepcopy(overwrite)
     own = Path(workflow_configfile)
     own = own if own.is_absolute() else base_dir / own
     if own.exists():
-        update_config(config, _read_mapping(own))
-        if overwrite:
-            if replace_workflow_config:
-                config = {}
-            update_config(config, overwrite)
-    elif not configfiles:
+        replaced = replace_workflow_config and overwrite   # Snakemake drops its own file only for others
+        return merge_over({} if replaced else _read_mapping(own), overwrite)
+    if not configfiles:
         raise LoopKVError(f"the workflow's config file {own} does not exist (Snakemake stops there too; "
                           f"run from the workflow's directory or name config files)")
-    else:   # Snakemake: no workflow config file, the command line's files alone
-        update_config(config, overwrite)
+    return merge_over({}, overwrite)   # Snakemake: no workflow config file, the command line's files alone
+
+
+def merge_over(base: dict, overwrite: dict) -> dict:
+    """`overwrite` merged over `base` as Snakemake 9 merges the command line's config over the
+    Snakefile's `configfile:` (Workflow.configfile): a copy of `overwrite`, `base` merged into it,
+    `overwrite` merged on top again. So keys come in overwrite's order, then base's others; merging a
+    result over `base` again changes nothing (the Snakefile's merged config stays as it is)."""
+    config = copy.deepcopy(overwrite)
+    update_config(config, copy.deepcopy(base))
+    update_config(config, copy.deepcopy(overwrite))
+    return config
+
+
+@functools.lru_cache(maxsize=1)
+def _default_config() -> dict:
+    """config/config.yaml, read as Snakemake reads it: the one source of defaults (cached: do not mutate)."""
+    return _read_mapping(DEFAULT_CONFIG_PATH)
+
+
+def complete_config(raw: Any) -> Any:
+    """`raw` merged over config/config.yaml (`merge_over`), each lm_eval.tasks entry's left-out keys
+    from LM_EVAL_TASK_DEFAULTS. A non-mapping comes back as it is, for validation to report; so does a
+    value of the wrong type (the merge replaces a default by it)."""
+    if not isinstance(raw, dict):
+        return copy.deepcopy(raw)
+    config = merge_over(_default_config(), raw)
+    lm_eval = config.get("lm_eval")
+    tasks = lm_eval.get("tasks") if isinstance(lm_eval, dict) else None
+    if isinstance(tasks, list):   # the entry's own keys first, as written
+        lm_eval["tasks"] = [{**task, **{k: v for k, v in LM_EVAL_TASK_DEFAULTS.items() if k not in task}}
+                            if isinstance(task, dict) else task for task in tasks]
     return config
 
 
@@ -343,26 +377,6 @@ def _refuse_duplicates(path: str | Path, duplicates: list[tuple[str, str]]) -> N
         raise LoopKVError("\n".join(f"config key '{key}': {msg} in {path}" for key, msg in duplicates))
 
 
-def apply_defaults(config: Any, schema: dict | None = None) -> Any:
-    """Return a copy of `config` with every missing key set to its schema default, recursively.
-
-    A missing object takes its `default` (usually `{}`) and is then filled from its children's
-    defaults; so is every object in a list. Values of the wrong type are left alone for validation to report.
-    """
-    schema = load_schema() if schema is None else schema
-    if isinstance(config, list) and isinstance(schema.get("items"), dict):
-        return [apply_defaults(item, schema["items"]) for item in config]   # e.g. lm_eval.tasks entries
-    if not isinstance(config, dict) or "properties" not in schema:
-        return copy.deepcopy(config)
-    out = copy.deepcopy(config)
-    for key, sub in schema["properties"].items():
-        if key not in out and "default" in sub:
-            out[key] = copy.deepcopy(sub["default"])
-        if key in out:
-            out[key] = apply_defaults(out[key], sub)
-    return out
-
-
 # ---------------------------------------------------------------- validation
 
 
@@ -499,7 +513,7 @@ def _translate(error: jsonschema.ValidationError) -> list[Problem]:
                             f"memory or time: see the key's description in the schema)"),
         "exclusiveMaximum": lambda: f"must be < {bound}, got {_show(value)}",
         "multipleOf": lambda: f"must be a multiple of {bound}, got {_show(value)}",
-        "enum": lambda: f"must be one of {', '.join(map(str, bound))}; got {_show(value)}",
+        "enum": lambda: _not_one_of(bound, value),
         "minItems": lambda: f"must have at least {bound} item(s), got {_show(value)}",
         "uniqueItems": lambda: f"must not repeat items, got {_show(value)}{_repeated(value)}",
         "maxItems": lambda: f"must have at most {bound} items, got {len(value)}",
@@ -510,6 +524,10 @@ def _translate(error: jsonschema.ValidationError) -> list[Problem]:
     return [(key, messages[kind]() if kind in messages else error.message)]
 
 
+def _not_one_of(allowed: Iterable, value: Any) -> str:
+    return f"must be one of {', '.join(map(str, allowed))}; got {_show(value)}"
+
+
 def _repeated(items: list) -> str:
     seen, twice = [], []
     for item in items:
@@ -517,9 +535,32 @@ def _repeated(items: list) -> str:
     return f" ({', '.join(map(str, twice))} more than once)" if twice else ""
 
 
+# ---------------------------------------------------------------- names the registries define
+
+
+def _check_names(c: dict) -> Iterator[Problem]:
+    """KV method and MELT gate names, checked against their registries rather than enumerated in the
+    schema, so a new method or gate is added in one place (imported here: the Snakefile imports this
+    module, and the registries import torch)."""
+    from loopkv.cache.registry import budgeted_methods
+    from loopkv.models.melt_gate import VARIANTS
+
+    budgeted = budgeted_methods()
+    for label, names in c["methods"]["table1"].items():
+        for i, name in enumerate(names):
+            if name not in budgeted:
+                yield f"methods.table1.{label}[{i}]", _not_one_of(budgeted, name)
+    melt = c["melt"]
+    if melt["gate"] not in VARIANTS:
+        yield "melt.gate", _not_one_of(VARIANTS, melt["gate"])
+    for name, overrides in melt["ablations"].items():
+        if "gate" in overrides and overrides["gate"] not in VARIANTS:
+            yield f"melt.ablations.{name}.gate", _not_one_of(VARIANTS, overrides["gate"])
+
+
 # ---------------------------------------------------------------- cross-key checks
-# Each check takes a schema-valid, complete config and yields (dotted key, message). New sections
-# add a function and list it in _SEMANTIC_CHECKS.
+# Each check takes a schema-valid, complete config whose names are known (_check_names) and yields
+# (dotted key, message). New sections add a function and list it in _SEMANTIC_CHECKS.
 
 
 def _check_corpus(c: dict) -> Iterator[Problem]:
@@ -629,7 +670,8 @@ def _check_packed_rows(c: dict) -> Iterator[Problem]:
 def _check_methods(c: dict) -> Iterator[Problem]:
     """Every table cell must be a budget its method reaches exactly on this architecture."""
     from loopkv.cache.budget import CacheShape, setting_at_ratio
-    from loopkv.cache.settings import CACHE_BITS, LAYOUT_OF_CODEC
+    from loopkv.cache.registry import codec_layouts
+    from loopkv.cache.settings import CACHE_BITS
 
     methods, arch = c["methods"], c["model"]["arch"]
     shape = CacheShape(arch["num_hidden_layers"], arch["num_attention_heads"], arch["total_ut_steps"],
@@ -641,7 +683,7 @@ def _check_methods(c: dict) -> Iterator[Problem]:
             continue
         ratio = methods["budgets"][budget]
         for name in names:
-            layout = LAYOUT_OF_CODEC.get(name)
+            layout = codec_layouts().get(name)
             if layout is not None and layout not in c["calibration"]["layouts"]:
                 yield (f"methods.table1.{budget}",
                        f"{name} is SVD-initialised from {layout!r} moments: add it to calibration.layouts")
@@ -659,7 +701,7 @@ def melt_budget_label(c: dict) -> str | None:
 
 
 def _check_melt(c: dict) -> Iterator[Problem]:
-    from loopkv.cache.registry import METHODS
+    from loopkv.cache.registry import METHODS, budgeted_methods
 
     melt = c["melt"]
     for stage in ("stage1", "stage2"):
@@ -676,10 +718,10 @@ def _check_melt(c: dict) -> Iterator[Problem]:
     if label is None:
         yield ("methods.budgets", f"needs a budget of {c['model']['arch']['total_ut_steps']}x (= T, MELT's fixed "
                f"budget): MELT and the methods compared with it are evaluated there")
-    unknown = [m for m in melt["compare_methods"] if m not in METHODS or m in ("melt", "full")]
+    unknown = [m for m in melt["compare_methods"] if m not in budgeted_methods()]
     if unknown:
         yield ("melt.compare_methods", f"{unknown}: not KV methods MELT is compared with (known: "
-                                       f"{', '.join(sorted(set(METHODS) - {'melt', 'full'}))}; the teacher is the reference)")
+                                       f"{', '.join(sorted(budgeted_methods()))}; the teacher is the reference)")
     elif label is not None:
         probe = {**c, "methods": {**c["methods"], "table1": {label: melt["compare_methods"]}}}
         for _, message in _check_methods(probe):
@@ -711,11 +753,11 @@ def _check_lm_eval(c: dict) -> Iterator[Problem]:
 
 
 def _check_on_policy(c: dict) -> Iterator[Problem]:
-    from loopkv.cache.settings import CODEC_METHODS
+    from loopkv.cache.registry import codec_methods
 
     cfg = c["on_policy"]
-    if cfg["method"] not in CODEC_METHODS:
-        yield "on_policy.method", f"must be a codec method ({', '.join(CODEC_METHODS)}), got {cfg['method']!r}"
+    if cfg["method"] not in codec_methods():
+        yield "on_policy.method", f"must be a codec method ({', '.join(codec_methods())}), got {cfg['method']!r}"
         return
     for i, budget in enumerate(cfg["budgets"]):
         if budget not in c["methods"]["budgets"]:
@@ -842,7 +884,12 @@ _SEMANTIC_CHECKS: list[Callable[[dict], Iterator[Problem]]] = [
 
 
 def semantic_problems(config: dict) -> Iterator[Problem]:
-    """Cross-key problems of a schema-valid, complete config."""
+    """Unknown names, else the cross-key problems, of a schema-valid, complete config (the cross-key
+    checks look names up, as the schema's checks gate the types they rely on)."""
+    unknown = list(_check_names(config))
+    if unknown:
+        yield from unknown
+        return
     for check in _SEMANTIC_CHECKS:
         yield from check(config)
 

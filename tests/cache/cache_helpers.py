@@ -1,6 +1,9 @@
-"""Shared by the cache tests: a small random looped model and streaming decode through a cache."""
+"""Shared by the cache tests: a small random looped model, streaming decode through a cache (unpadded
+or left-padded), a codec for codec methods, and the bytes a cache object really holds."""
 import torch
 
+from loopkv.cache.base import LoopCache
+from loopkv.eval.generation import left_pad
 from loopkv.models import OuroConfig, OuroForCausalLM
 
 
@@ -21,3 +24,73 @@ def stream(model, cache, tokens, prefill=3):
         for i in range(prefill, tokens.shape[1]):
             pieces.append(model(tokens[:, i:i + 1], cache=cache).logits)
     return torch.cat(pieces, 1)
+
+
+def stream_padded(model, cache, prompts, continuations):
+    """Per row, the logits at its real positions: its prompt in one left-padded prefill, then its
+    continuation one token at a time through `cache` (all rows the same number of tokens), as a
+    batched evaluation serves them. A list of (len(prompt) + len(continuation), V) tensors."""
+    pad = model.config.pad_token_id
+    ids, mask = left_pad(prompts, pad)
+    rows = [[] for _ in prompts]
+    with torch.no_grad():
+        logits = model(ids, attention_mask=mask, cache=cache).logits
+        for i, p in enumerate(prompts):
+            rows[i].append(logits[i, ids.shape[1] - len(p):])
+        for j in range(len(continuations[0])):
+            step = torch.tensor([[c[j]] for c in continuations])
+            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+            logits = model(step, attention_mask=mask, cache=cache).logits
+            for i in range(len(prompts)):
+                rows[i].append(logits[i, -1:])
+    return [torch.cat(r) for r in rows]
+
+
+def random_codec(setting, config, seed=0, dtype=torch.float64):
+    """An untrained codec of a codec method's setting: per group, down = up = random orthonormal
+    columns (what an SVD initialisation is: a projection onto orthonormal directions) and a random
+    mean. At full rank the basis is square, so the codec reconstructs every vector exactly."""
+    from loopkv.cache.settings import new_codec
+
+    codec = new_codec(setting, config).to(dtype)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for kind in ("k", "v"):
+            mu, down, up = codec.params(kind)
+            basis = torch.linalg.qr(torch.randn(down.shape, generator=g, dtype=torch.float64)).Q
+            down.copy_(basis), up.copy_(basis)
+            mu.copy_(0.1 * torch.randn(mu.shape, generator=g, dtype=torch.float64))
+    return codec
+
+
+def held_bytes(cache) -> int:
+    """Bytes of every tensor storage reachable from a cache object's attributes (nested objects,
+    lists, dicts; a nested cache with its own bookkeeping), skipping the attributes its class lists as
+    `bookkeeping` and modules (a codec's weights are not per-token storage); each storage once, at
+    its full size (a view keeps its whole base alive). Independent of the method's own
+    `cached_tensors` and of its bytes formula."""
+    storages, seen = {}, set()
+
+    def visit(x, skip=()):
+        if id(x) in seen:
+            return
+        seen.add(id(x))
+        if isinstance(x, torch.Tensor):
+            storage = x.untyped_storage()
+            storages[storage.data_ptr()] = storage.nbytes()
+        elif isinstance(x, torch.nn.Module) or isinstance(x, (str, bytes, int, float, bool, type(None))):
+            return
+        elif isinstance(x, dict):
+            for value in x.values():
+                visit(value)
+        elif isinstance(x, (list, tuple, set, frozenset)):
+            for value in x:
+                visit(value)
+        elif hasattr(x, "__dict__"):
+            skip = type(x).bookkeeping if isinstance(x, LoopCache) else ()
+            for name, value in vars(x).items():
+                if name not in skip:
+                    visit(value)
+
+    visit(cache)
+    return sum(storages.values())

@@ -6,6 +6,7 @@ import torch
 
 from loopkv.cache.budget import CacheShape, setting_at_ratio
 from loopkv.cache.latent_codec import LAYOUTS, LatentCodec
+from loopkv.cache.registry import codec_methods
 
 OURO_1P4B = CacheShape(layers=24, heads=16, loops=4, head_dim=128)
 TINY = CacheShape(layers=4, heads=4, loops=4, head_dim=32)
@@ -25,7 +26,7 @@ def test_ouro_1p4b_settings_match_the_paper():
     assert codec.bytes_per_token(torch.bfloat16) == 36 * 1024
 
 
-@pytest.mark.parametrize("method", ["lla", "lla2d", "mla_head"])
+@pytest.mark.parametrize("method", codec_methods())
 @pytest.mark.parametrize("ratio", [4, 16 / 3, 64 / 3])
 def test_latent_methods_hit_the_ratio_on_the_tiny_model(method, ratio):
     setting = setting_at_ratio(method, TINY, ratio)
@@ -42,3 +43,16 @@ def test_unreachable_settings_are_none():
     assert setting_at_ratio("melt", TINY, TINY.loops) == {"kwargs": {}, "ratio": float(TINY.loops)}
     with pytest.raises(ValueError, match="no budget rule"):
         setting_at_ratio("h2o", TINY, 4)
+
+
+def test_lossless_settings_are_the_full_widths():
+    """A codec at the full width of its layout's vectors reconstructs them: Ouro-1.4B's T*d_head per
+    (layer, head) for LLA, H*T*d_head per layer for LLA-2D, H*d_head per (layer, loop) for mla_head."""
+    from loopkv.cache.registry import METHODS
+
+    assert METHODS["lla"].lossless_setting(OURO_1P4B) == {"rank_k": 4 * 128, "rank_v": 4 * 128}
+    assert METHODS["lla2d"].lossless_setting(OURO_1P4B) == {"rank_k": 16 * 4 * 128, "rank_v": 16 * 4 * 128}
+    assert METHODS["mla_head"].lossless_setting(OURO_1P4B) == {"rank_k": 16 * 128, "rank_v": 16 * 128}
+    assert METHODS["cla"].lossless_setting(OURO_1P4B) == {"span": 1} and METHODS["full"].lossless_setting(TINY) == {}
+    assert METHODS["final_loop"].lossless_setting(TINY) is None
+    assert METHODS["final_loop"].lossless_setting(CacheShape(layers=4, heads=4, loops=1, head_dim=32)) == {}

@@ -1,22 +1,16 @@
-"""Latent-codec caches (LLA, LLA-2D, mla_head): SVD initialisation, exactness at full rank,
-latent reads, byte accounting."""
-import numpy as np
+"""Latent-codec caches (the codec methods: LLA, LLA-2D, mla_head): SVD initialisation, latent reads,
+byte accounting, read paths. Exactness at full rank is tests/cache/test_every_method.py's lossless check."""
 import pytest
 import torch
 
 from loopkv.analysis.calibration import Calibration, capture_kv
 from loopkv.cache import make_cache
 from loopkv.cache.latent_codec import LAYOUTS, LatentCodec
+from loopkv.cache.registry import METHODS, codec_layouts, codec_methods, read_path_methods
 
-METHOD_LAYOUT = {"lla": "per_head", "lla2d": "joint_heads", "mla_head": "per_loop"}
-# (method, read_path) pairs; mla_head has one read path (its latents are per loop already)
-CACHES = [("lla", "latent"), ("lla", "full"), ("lla", "fused"), ("lla2d", "latent"), ("lla2d", "full"),
-          ("lla2d", "fused"), ("mla_head", None)]
-
-
-def full_width(config, method):
-    T, H, d = config.total_ut_steps, config.num_key_value_heads, config.head_dim
-    return {"lla": T * d, "lla2d": H * T * d, "mla_head": H * d}[method]
+METHOD_LAYOUT = codec_layouts()
+# (method, read_path) of every codec method; mla_head has one read path (its latents are per loop already)
+CACHES = [(m, p) for m in codec_methods() for p in (METHODS[m].read_paths or (None,))]
 
 
 def build(method, read_path, config, codec):
@@ -69,21 +63,6 @@ def test_layout_round_trip(reference_model, calibration):
     assert torch.equal(codec.from_vectors(codec.to_vectors(k)), k)
 
 
-@pytest.mark.parametrize("method, read_path", CACHES)
-def test_full_rank_codec_reproduces_the_teacher(reference_model, reference_dir, calibration, method, read_path):
-    config = reference_model.config
-    width = full_width(config, method)
-    codec = make_codec(config, calibration, width, width, METHOD_LAYOUT[method])
-    expected = np.load(reference_dir / "expected.npz")
-    tokens = torch.tensor(expected["tokens"])
-    cache = build(method, read_path, config, codec)
-    with torch.no_grad():
-        pieces = [reference_model(tokens[:, :4], cache=cache).logits]
-        for i in range(4, tokens.shape[1]):
-            pieces.append(reference_model(tokens[:, i:i + 1], cache=cache).logits)
-    np.testing.assert_allclose(torch.cat(pieces, 1).numpy(), expected["logits_final"], atol=1e-4, rtol=0)
-
-
 def test_latent_reads_decode_what_was_encoded(reference_model, calibration):
     """Past tokens are seen through decode(encode(x)) of their own K/V, rotated to their positions."""
     config = reference_model.config
@@ -112,7 +91,7 @@ def test_bytes_per_token_match_formula_and_allocation(reference_model, calibrati
         reference_model(torch.randint(3, 256, (2, 9)), cache=cache)
         reference_model(torch.randint(3, 256, (2, 1)), cache=cache)
     D, H, T, d = 2, 4, 3, 16
-    latents = {"lla": D * H, "lla2d": D, "mla_head": T * D}[method] * (rk + rv)
+    latents = {"per_head": D * H, "joint_heads": D, "per_loop": T * D}[METHOD_LAYOUT[method]] * (rk + rv)   # codecs
     formula = 2 * T * D * H * d * 4 if read_path == "full" else latents * 4   # fused stores latents
     assert cache.bytes_per_token(torch.float32) == formula
     assert cache.allocated_bytes() == formula * 2 * 10
@@ -180,7 +159,7 @@ def test_bad_ranks_and_layouts_are_rejected():
         LatentCodec(sizes, ("head",), {"k": 2, "v": 2})
 
 
-@pytest.mark.parametrize("method", ["lla", "lla2d"])
+@pytest.mark.parametrize("method", read_path_methods())
 @pytest.mark.parametrize("cpu_kernel", ["cpp", "torch"])    # the fused read's two CPU implementations
 def test_latent_and_full_read_paths_give_the_same_logits(reference_model, calibration, method, cpu_kernel,
                                                          monkeypatch):
@@ -202,7 +181,7 @@ def test_latent_and_full_read_paths_give_the_same_logits(reference_model, calibr
     torch.testing.assert_close(logits["fused"], logits["latent"], atol=1e-4, rtol=0)
 
 
-@pytest.mark.parametrize("method", ["lla", "lla2d"])
+@pytest.mark.parametrize("method", read_path_methods())
 @pytest.mark.parametrize("cpu_kernel", ["cpp", "torch"])
 def test_fused_path_generates_left_padded_batches_like_the_latent_path(reference_model, calibration, method,
                                                                        cpu_kernel, monkeypatch):
@@ -240,7 +219,7 @@ def test_fused_read_follows_a_codec_updated_in_place(reference_model, calibratio
     torch.testing.assert_close(logits["fused"], logits["latent"], atol=1e-4, rtol=0)
 
 
-@pytest.mark.parametrize("method", ["lla", "lla2d"])
+@pytest.mark.parametrize("method", read_path_methods())
 @pytest.mark.parametrize("length", [1, 7])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_the_cpu_encode_kernel_equals_the_python_encode_bit_for_bit(reference_model, calibration, method, length,
@@ -260,7 +239,7 @@ def test_the_cpu_encode_kernel_equals_the_python_encode_bit_for_bit(reference_mo
         cache = build(method, "fused", config, codec)
         with torch.no_grad():
             latents[cpu_kernel] = cache._latents(1, loops["k"], loops["v"])
-    groups = config.num_key_value_heads if method == "lla" else 1        # per head or heads joined
+    groups = {"per_head": config.num_key_value_heads, "joint_heads": 1}[METHOD_LAYOUT[method]]   # per head or joined
     for kind, rank in (("k", 3), ("v", 6)):
         assert latents["cpp"][kind].shape == (2, groups, length, rank)
         assert torch.equal(latents["cpp"][kind], latents["torch"][kind])

@@ -142,8 +142,8 @@ def test_a_foreign_config_is_an_error_naming_config_json(tmp_path, reference_dir
 def test_corrupt_weights_through_the_cli_exit_2_without_traceback_unless_debug(tmp_path, reference_dir):
     ckpt = checkpoint(tmp_path, reference_dir, _drop("model.layers.1.mlp.down_proj.weight"))
     (tmp_path / "corpus").mkdir()
-    args = ["calibrate", "--cfg", json.dumps({"calibration": {"threads": 1}, "model": {"dtype": "float32"}}),
-            "--seed", "0", "--teacher", ckpt, "--corpus", tmp_path / "corpus", "--out", tmp_path / "c.pt",
+    args = ["calibrate", "--cfg", json.dumps({"seed": 0, "calibration": {}, "model": {"dtype": "float32"}}),
+            "--teacher", ckpt, "--corpus", tmp_path / "corpus", "--out", tmp_path / "c.pt",
             "--manifest", tmp_path / "c.json"]
     rc, err = run_cli(*args)
     assert_clean_error(rc, err, ckpt / WEIGHTS, "model.layers.1.mlp.down_proj.weight")
@@ -272,7 +272,7 @@ def test_truncated_or_foreign_tokenizer_json_is_reported_by_file_and_line(tmp_pa
 
 # -- JSON Lines: task data ---------------------------------------------------------------------------
 def test_a_malformed_task_line_is_reported_by_file_and_line_number(tmp_path):
-    from loopkv.train.mixture import load_task_examples
+    from loopkv.data.encoding import load_task_examples
 
     directory = tmp_path / "task"
     directory.mkdir()
@@ -301,7 +301,7 @@ def test_a_malformed_first_line_of_an_lm_eval_task(tmp_path):
 def test_truncated_cross_loop_structure_through_the_cli(tmp_path):
     path = tmp_path / "cross_loop_structure.json"
     path.write_text('{"measured": {"k": {"spectra": ')
-    args = ["plot-cross-loop", "--cfg", '{"dpi": 50}', "--structure", path, "--figure", tmp_path / "f.pdf"]
+    args = ["plot-cross-loop", "--cfg", '{"report": {"dpi": 50}}', "--structure", path, "--figure", tmp_path / "f.pdf"]
     rc, err = run_cli(*args)
     assert_clean_error(rc, err, path, "not valid JSON at line 1")
     path.write_text(json.dumps({"measured": {"k": {}}, "paper": {}}))

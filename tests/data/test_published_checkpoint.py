@@ -9,12 +9,12 @@ import torch
 from tokenizers import Tokenizer
 from transformers import AutoModelForCausalLM
 
+from loopkv.data.encoding import encode_prompt
 from loopkv.data.tokenizer import load_tokenizer, train_tokenizer
 from loopkv.eval.generation import end_of_generation_ids
 from loopkv.models.melt_model import melt_from_teacher, save_melt
 from loopkv.models.loading import load_teacher
 from loopkv.models.random_checkpoint import write_random_checkpoint
-from loopkv.train.mixture import encode_prompt
 
 ARCH = {"hidden_size": 32, "num_hidden_layers": 2, "total_ut_steps": 2, "num_attention_heads": 2, "head_dim": 16,
         "intermediate_size": 48, "rope_theta": 10000.0, "max_position_embeddings": 128, "rms_norm_eps": 1e-6,

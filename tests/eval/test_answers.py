@@ -1,8 +1,8 @@
 """GSM8K and MATH answer extraction and checking on hand-picked outputs."""
 import pytest
 
-from loopkv.eval.answers import (extract_gsm8k, extract_math, gsm8k_correct, gsm8k_gold, last_boxed,
-                                 math_correct, math_equivalent, normalize_math)
+from loopkv.data.answer_formats import gsm8k_gold, last_boxed
+from loopkv.eval.answers import extract_gsm8k, extract_math, gsm8k_correct, math_correct, math_equivalent, normalize_math
 
 
 @pytest.mark.parametrize("text, expected", [

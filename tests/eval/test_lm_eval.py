@@ -157,7 +157,8 @@ def test_methods_reading_the_teachers_files_answer_as_their_direct_evaluation_in
     path) equal that method's direct evaluation on the same items (Table 1's path); with the cache
     keyed by the files alone the first to run answered for all."""
     methods = {**METHODS, "budgets": {"2x": 2.0}, "kv_quant_group": 4}
-    cfg = {"lm_eval": {"batch_size": 4, "tasks": {"passkey": {}}}, "methods": methods, "model": {"dtype": "float32"}}
+    cfg = {"seed": 1, "lm_eval": {"batch_size": 4, "tasks": {"passkey": {}}}, "methods": methods,
+           "model": {"dtype": "float32"}}
     cache = tmp_path / "cache"
     pairs = [("full", "1x"), ("final_loop", "2x"), ("cla", "2x"), ("kv_quant", "2x")]
     if order == "teacher_last":
@@ -166,7 +167,7 @@ def test_methods_reading_the_teachers_files_answer_as_their_direct_evaluation_in
     direct_outputs = {}
     for method, budget in pairs:
         out = tmp_path / f"{method}.json"
-        main(["lm-eval-shard", "--cfg", json.dumps(cfg), "--seed", "1", "--task", "loopkv_passkey",
+        main(["lm-eval-shard", "--cfg", json.dumps(cfg), "--task", "loopkv_passkey",
               "--data", str(micro_task_dirs["passkey"]), "--method", method, "--budget", budget,
               "--teacher", str(teacher_dir), "--shard", "0", "--shards", "1", "--out", str(out),
               "--cache-dir", str(cache)])

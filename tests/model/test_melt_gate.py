@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from loopkv.models.melt_gate import VARIANTS, MeltGate
+from loopkv.models.melt_gate import GATES, TABLE3_ORDER, VARIANTS, MeltGate, gate_variant
 
 X = [torch.tensor([[1.0, -2.0]]), torch.tensor([[3.0, 0.0]]), torch.tensor([[-1.0, 4.0]])]
 
@@ -75,3 +75,18 @@ def test_bad_variant_and_decay_are_rejected():
         MeltGate(2, "gru")
     with pytest.raises(ValueError, match="ema_decay"):
         MeltGate(2, "ema", ema_decay=1.0)
+
+
+def test_one_definition_of_the_variants_gives_table3s_order_and_what_reads_ema_decay():
+    """GATES is where a variant is defined: its Table 3 row is the paper's (best first by the paper's
+    AIME24, report/paper_values.py), and it reads ema_decay exactly when its update changes with it."""
+    from loopkv.report.paper_values import MELT_TABLE3
+    from loopkv.train.melt_recipes import GATE_ORDER
+
+    assert set(VARIANTS) == set(MELT_TABLE3) and len(VARIANTS) == len(GATES)
+    assert GATE_ORDER == TABLE3_ORDER == tuple(sorted(MELT_TABLE3, key=MELT_TABLE3.get, reverse=True))
+    x, h = torch.tensor([[3.0, 0.0]]), torch.tensor([[1.0, -2.0]])
+    for variant in VARIANTS:
+        states = [MeltGate(2, variant, ema_decay=decay)(2, x, h) for decay in (0.2, 0.7)]
+        moved = not torch.equal(*states)
+        assert gate_variant(variant).reads_ema_decay == moved, variant

@@ -11,7 +11,8 @@ from loopkv.errors import LoopKVError
 
 
 def _table_args(tmp_path):
-    return ["--passkey-train-max", "100", *(x for f in ("pdf", "csv", "tex") for x in (f"--{f}", str(tmp_path / f"t.{f}")))]
+    cfg = json.dumps({"data": {"tasks": {"passkey": {"train_lengths": [100]}}}})
+    return ["--cfg", cfg, *(x for f in ("pdf", "csv", "tex") for x in (f"--{f}", str(tmp_path / f"t.{f}")))]
 
 
 def test_a_truncated_result_read_by_a_report_command(tmp_path):

@@ -3,6 +3,8 @@ tensors; Ouro-1.4B / 2.6B on the meta device), and Ouro-1.4B gives the paper's 7
 import pytest
 import torch
 
+from loopkv.cache.budget import CacheShape
+from loopkv.cache.registry import METHODS
 from loopkv.models import OuroConfig
 from loopkv.serve.footprint import fill_cache, footprint, served_cache, served_setting
 
@@ -10,9 +12,9 @@ TINY = OuroConfig(vocab_size=300, hidden_size=128, num_hidden_layers=4, total_ut
                   num_key_value_heads=4, head_dim=32, intermediate_size=512, max_position_embeddings=1024)
 METHODS_CFG = {"budgets": {"4x": 4.0, "5.33x": 5.333333, "21.33x": 21.333333}, "cache_dtype": "bfloat16",
                "k_share": 0.375, "kv_quant_group": 32}
-CELLS = [("full", "1x", None), ("final_loop", "4x", None), ("cla", "4x", None), ("kv_quant", "4x", None),
-         ("kv_quant", "5.33x", None), ("mla_head", "4x", None), ("lla2d", "5.33x", "latent"), ("melt", "4x", None),
-         *[("lla", b, path) for b in ("4x", "21.33x") for path in ("latent", "full", "fused")]]
+# every registered method at every budget it reaches on TINY, each read path
+CELLS = [(m, b, path) for m, cls in METHODS.items() for b, ratio in {"1x": 1.0, **METHODS_CFG["budgets"]}.items()
+         if cls.setting_at_ratio(CacheShape.of(TINY), ratio, 16) is not None for path in (cls.read_paths or (None,))]
 
 
 def ouro(layers):

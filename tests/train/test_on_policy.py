@@ -35,7 +35,7 @@ def test_weighted_loss_counts_only_weighted_positions(teacher, calibration):  # 
     # the weighted KL is the mean of the per-token KL over the weighted positions
     from loopkv.cache.full import FullLoopCache
     from loopkv.cache.teacher_forced import teacher_forced_forward
-    from loopkv.train.objectives import distribution_match
+    from loopkv.eval.fidelity import distribution_match
     with torch.no_grad():
         t, trace = teacher_forced_forward(teacher, VAL, FullLoopCache(teacher.config))
         s, _ = teacher_forced_forward(teacher, VAL, distiller.view, trace)

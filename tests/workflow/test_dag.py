@@ -4,6 +4,7 @@ from pathlib import Path
 
 import yaml
 
+from loopkv.config import load_config
 from workflow_helpers import REPO, planned_jobs, snakemake
 
 
@@ -72,7 +73,7 @@ def test_missing_checkpoint_path_is_rejected_naming_the_key(workdir):
 
 
 def test_paper_config_plans_without_pretraining_when_its_checkpoint_exists(workdir, reference_dir):
-    config = yaml.safe_load((REPO / "config/ouro-1.4b.yaml").read_text())
+    config = load_config(REPO / "config/ouro-1.4b.yaml", check_paths=False)   # an overlay: merged
     checkpoint = _paper_checkpoint_config(workdir, reference_dir, config["model"]["arch"])
     config["model"]["path"] = str(checkpoint)
     config["data"]["tokenizer"]["path"] = str(checkpoint)
@@ -95,7 +96,7 @@ def _paper_checkpoint_config(workdir, reference_dir, arch) -> Path:
 def test_the_gpu_smoke_run_plans_one_job_of_each_stage(workdir, reference_dir):
     for name in ("gpu_smoke.yaml", "gpu_smoke_targets.txt"):
         (workdir / "benchmarks" / name).write_bytes((REPO / "benchmarks" / name).read_bytes())
-    config = yaml.safe_load((REPO / "config/ouro-1.4b.yaml").read_text())
+    config = load_config(REPO / "config/ouro-1.4b.yaml", check_paths=False)   # an overlay: merged
     _paper_checkpoint_config(workdir, reference_dir, config["model"]["arch"])
     targets = [f"results/ouro-1.4b/{line}" for line in (REPO / "benchmarks/gpu_smoke_targets.txt").read_text().splitlines()
                if line and not line.startswith("#")]

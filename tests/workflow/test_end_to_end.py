@@ -6,7 +6,8 @@ import json
 import pytest
 import yaml
 
-from workflow_helpers import planned_jobs, planned_outputs
+from inprocess_dag import rerun_counts
+from workflow_helpers import planned_outputs
 
 pytestmark = pytest.mark.slow
 
@@ -30,14 +31,14 @@ def test_outputs_have_metrics_and_provenance(finished):
 
 
 def test_rerun_has_nothing_to_do(finished):
-    assert planned_jobs(finished, "--configfile", "micro.yaml") == {}
+    assert rerun_counts(finished, "micro.yaml") == {}
 
 
 def test_editing_an_eval_key_reruns_only_the_evaluation(finished):
     micro = yaml.safe_load((finished / "micro.yaml").read_text())
     micro["teacher_eval"]["batch_size"] = 4
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
-    assert planned_jobs(finished, "--configfile", "edited.yaml") == {"teacher_eval": 1, "all": 1}
+    assert rerun_counts(finished, "edited.yaml") == {"teacher_eval": 1, "all": 1}
 
 
 def test_editing_a_task_key_reruns_that_task_and_what_depends_on_it(finished):
@@ -45,7 +46,7 @@ def test_editing_a_task_key_reruns_that_task_and_what_depends_on_it(finished):
     micro["data"]["tasks"]["cloze"]["num_choices"] = 3
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
     # cloze is evaluation-only: neither the teacher nor a codec is retrained; every evaluation reruns
-    assert planned_jobs(finished, "--configfile", "edited.yaml") == {
+    assert rerun_counts(finished, "edited.yaml") == {
         "task_data": 1, "teacher_eval": 1, "method_eval": 6, "table1": 1, "melt_eval": 8, "melt_table": 2,
         "melt_vs_lla": 1, "on_policy_eval": 1, "table4_fig7": 1,
         "lm_eval_shard": 2, "lm_eval_merge": 2, "table7": 1, "agreement": 1, "all": 1}   # the suite's cloze task, both models
@@ -68,7 +69,7 @@ def test_a_plotting_only_edit_redraws_and_retrains_nothing(finished):
     micro = yaml.safe_load((finished / "micro.yaml").read_text())
     micro["report"] = {"dpi": 80}
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
-    assert planned_jobs(finished, "--configfile", "edited.yaml") == {"fig2_spectra": 1, "fig_memory": 1, "fig8": 1,
+    assert rerun_counts(finished, "edited.yaml") == {"fig2_spectra": 1, "fig_memory": 1, "fig8": 1,
                                                                      "table4_fig7": 1, "all": 1}
 
 
@@ -97,28 +98,34 @@ def test_a_distillation_edit_reruns_only_the_codec_cells(finished):
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
     # lla at 4x (Table 1) and at 2x (MELT's budget: melt_vs_lla and the memory figure)
     # ... and everything served from the 4x codec: on-policy, lla/4x's suite shards and passkey grid
-    assert planned_jobs(finished, "--configfile", "edited.yaml") == {
+    assert rerun_counts(finished, "edited.yaml") == {
         "distill": 2, "method_eval": 2, "table1": 1, "melt_vs_lla": 1, "melt_memory": 1, "fig_memory": 1,
         "distill_on_policy": 1, "on_policy_eval": 1, "table4_fig7": 1, "lm_eval_shard": 7, "lm_eval_merge": 6,
         "table7": 1, "fig8": 1, "agreement": 1, "all": 1}
 
 
-def test_a_threads_edit_reruns_nothing(finished):
+def test_a_resource_edit_reruns_nothing(finished):
+    """Every threads key (teacher pretraining's included: it used to sit in its slice and restart
+    pretraining from step 0) and every job size: resources, never part of a slice."""
+    from loopkv.config import load_workflow_config
+
     micro = yaml.safe_load((finished / "micro.yaml").read_text())
-    micro["distill"]["threads"] = 1
-    micro["method_eval"]["threads"] = 1
-    micro["melt"]["threads"] = 1
-    micro["lm_eval"]["threads"] = 2
-    micro["on_policy"]["threads"] = 2
+    merged = load_workflow_config([finished / "micro.yaml"], check_paths=False)
+    for section, settings in merged.items():
+        if isinstance(settings, dict) and "threads" in settings:
+            micro.setdefault(section, {})["threads"] = settings["threads"] + 1
+    micro.setdefault("launch", {})["jobs"] = {kind: {"mem_mb": size["mem_mb"] * 2, "runtime": size["runtime"] + 1}
+                                              for kind, size in merged["launch"]["jobs"].items()}
+    assert len([s for s in merged.values() if isinstance(s, dict) and "threads" in s]) >= 8
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
-    assert planned_jobs(finished, "--configfile", "edited.yaml") == {}
+    assert rerun_counts(finished, "edited.yaml") == {}
 
 
 def test_one_baselines_quantiser_edit_reevaluates_only_its_cell(finished):
     micro = yaml.safe_load((finished / "micro.yaml").read_text())
     micro["methods"]["kv_quant_group"] = 16     # kv_quant's own knob (its bits follow from the budget)
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
-    assert planned_jobs(finished, "--configfile", "edited.yaml") == {"method_eval": 1, "table1": 1, "all": 1}
+    assert rerun_counts(finished, "edited.yaml") == {"method_eval": 1, "table1": 1, "all": 1}
     assert "results/methods/kv_quant/4x/quality.json" in planned_outputs(finished, "--configfile", "edited.yaml")
 
 
@@ -127,7 +134,7 @@ def test_a_read_path_edit_reevaluates_only_the_lla_cells(finished):
     micro["methods"]["read_path"] = "latent"
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
     # the memory figure measures LLA on its latent capacity path whatever read_path says
-    assert planned_jobs(finished, "--configfile", "edited.yaml") == {
+    assert rerun_counts(finished, "edited.yaml") == {
         "method_eval": 2, "table1": 1, "melt_vs_lla": 1, "on_policy_eval": 1, "table4_fig7": 1,
         "lm_eval_shard": 7, "lm_eval_merge": 6, "table7": 1, "fig8": 1, "agreement": 1, "all": 1}
 
@@ -157,7 +164,7 @@ def test_a_stage2_edit_retrains_only_stage2(finished):
     micro["melt"]["stage2"]["beta"] = 0.5
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
     # every recipe with a stage 2 (all but no_stage2); no stage 1, no distillation
-    assert planned_jobs(finished, "--configfile", "edited.yaml") == {
+    assert rerun_counts(finished, "edited.yaml") == {
         "melt_stage2": 7, "melt_eval": 7, "melt_table": 2, "melt_vs_lla": 1, "melt_memory": 1, "fig_memory": 1,
         "all": 1}
 
@@ -166,7 +173,7 @@ def test_an_ema_decay_edit_retrains_only_the_ema_recipe(finished):
     micro = yaml.safe_load((finished / "micro.yaml").read_text())
     micro["melt"]["ema_decay"] = 0.25
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
-    assert planned_jobs(finished, "--configfile", "edited.yaml") == {
+    assert rerun_counts(finished, "edited.yaml") == {
         "melt_stage1": 1, "melt_stage2": 1, "melt_eval": 1, "melt_table": 1, "all": 1}
 
 
@@ -174,7 +181,7 @@ def test_a_memory_edit_remeasures_only_memory(finished):
     micro = yaml.safe_load((finished / "micro.yaml").read_text())
     micro["melt"]["memory_lengths"] = [4, 6]
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
-    assert planned_jobs(finished, "--configfile", "edited.yaml") == {"melt_memory": 1, "fig_memory": 1, "all": 1}
+    assert rerun_counts(finished, "edited.yaml") == {"melt_memory": 1, "fig_memory": 1, "all": 1}
 
 
 def test_the_suite_table7_is_built_from_merged_shards(finished):
@@ -205,7 +212,7 @@ def test_one_benchmarks_shard_count_reruns_only_its_shards(finished):
     micro = yaml.safe_load((finished / "micro.yaml").read_text())
     micro["lm_eval"]["tasks"][0]["shards"] = 3            # gsm8k: 2 -> 3 shards
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
-    assert planned_jobs(finished, "--configfile", "edited.yaml") == {
+    assert rerun_counts(finished, "edited.yaml") == {
         "lm_eval_shard": 6, "lm_eval_merge": 2, "table7": 1, "all": 1}
 
 

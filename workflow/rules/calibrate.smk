@@ -10,23 +10,20 @@ rule calibrate:
         state=R("calibration/calibration.pt"),
         manifest=R("calibration/calibration.json"),
     params:
-        cfg=cfg_json("calibration", "model"),
-        seed=config["seed"],
+        cfg=job_cfg("calibrate"),
         teacher=parent("teacher"),
         corpus=parent("corpus"),
         tasks=task_args({t: R(f"data/tasks/{t}") for t in CALIBRATION_TASKS}),
-    threads: config["calibration"]["threads"]
+    threads: job_threads("calibrate")
     resources:
-        **job_size("eval"),
-        device=DEVICE,
-        gpu=MODEL_GPUS,
+        **job_resources("calibrate"),
     log:
         f"{LOGS}/calibration/calibrate.log",
     benchmark:
         f"{LOGS}/benchmarks/calibration/calibrate.tsv"
     shell:
-        "loopkv calibrate --cfg {params.cfg:q} --seed {params.seed:q} --teacher {params.teacher:q}"
-        " --corpus {params.corpus:q} {params.tasks} --out {output.state:q} --manifest {output.manifest:q} --device {resources.device:q} > {log:q} 2>&1"
+        "loopkv calibrate --cfg {params.cfg:q} --teacher {params.teacher:q}"
+        " --corpus {params.corpus:q} {params.tasks} --out {output.state:q} --manifest {output.manifest:q} --threads {threads:q} --device {resources.device:q} > {log:q} 2>&1"
 
 
 rule cross_loop_structure:
@@ -36,6 +33,8 @@ rule cross_loop_structure:
         R("analysis/cross_loop_structure.json"),
     log:
         f"{LOGS}/analysis/cross_loop_structure.log",
+    benchmark:
+        f"{LOGS}/benchmarks/analysis/cross_loop_structure.tsv"
     shell:
         "loopkv cross-loop-structure --calibration {input:q} --out {output:q} > {log:q} 2>&1"
 
@@ -47,8 +46,10 @@ rule fig2_spectra:
         pdf=f"{REPORTS}/fig2_spectra.pdf",
         png=f"{REPORTS}/fig2_spectra.png",
     params:
-        cfg=cfg_json("report"),
+        cfg=job_cfg("plot-cross-loop"),
     log:
         f"{LOGS}/report/fig2_spectra.log",
+    benchmark:
+        f"{LOGS}/benchmarks/report/fig2_spectra.tsv"
     shell:
         "loopkv plot-cross-loop --cfg {params.cfg:q} --structure {input:q} --figure {output.pdf:q} > {log:q} 2>&1"

@@ -3,14 +3,14 @@ import json
 import os
 import shlex
 import sys
-from types import SimpleNamespace
 
-from loopkv.cache.settings import CODEC_METHODS, READ_PATH_METHODS
-from loopkv.config import config_slice, load_config, melt_budget_label, workflow_file_problems
+from loopkv.cache.registry import codec_methods
+from loopkv.config import load_config, melt_budget_label, workflow_file_problems
 from loopkv.data.benchmarks import BENCHMARKS
-from loopkv.train.melt_recipes import final_stage, recipe, recipe_names, stage_cfg, stage_owner, table_members
+from loopkv.train.melt_recipes import final_stage, recipe_names, stage_owner, table_members
 from loopkv.errors import LoopKVError
-from loopkv.serve.bench import bench_slice, kernel_slice
+from loopkv.jobs.declared import job_spec
+from loopkv.jobs.slices import job_slice
 
 # First, before the DAG: the config Snakemake merged (config/config.yaml, then --configfile files in
 # order, then --config), completed and validated, results/reports/logs dirs included, plus what its
@@ -29,6 +29,7 @@ config.update(_checked)
 # Rules call the `loopkv` console script; put the environment running Snakemake first on PATH so
 # an un-activated venv works.
 os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+CODEC_METHODS = codec_methods()   # the methods with a distilled codec (their classes say so)
 RESULTS = config["results_dir"]
 REPORTS = config["reports_dir"]
 LOGS = config["logs_dir"]
@@ -56,6 +57,43 @@ def job_size(kind):
             "runtime": lambda wildcards, attempt: base["runtime"] * attempt}
 
 
+# ---- from each command's declaration (loopkv.jobs), what the rules calling it pass as params and
+# ask for as threads and resources. Never written by hand, so the two cannot drift apart.
+def job_cfg(command, **fixed):
+    """A params function: the job's config slice (its JobSpec's reads at the rule's wildcards and
+    `fixed` values, e.g. MELT's budget), as JSON. Editing a key it reads reruns the job; nothing else does."""
+    spec = job_spec(command)
+
+    def cfg(wildcards):
+        return json.dumps(job_slice(spec, config, {**dict(wildcards.items()), **fixed}), sort_keys=True)
+
+    cfg.command, cfg.fixed = command, fixed   # what tests/workflow/test_declared_reruns.py reads back
+    return cfg
+
+
+def job_threads(command):
+    """Its threads key's value; a DeepSpeed job's for every rank (the command splits them)."""
+    spec = job_spec(command)
+    if spec.threads is None:
+        return 1
+    section, key = spec.threads.split(".")
+    return config[section][key] * (TRAIN_RANKS if spec.ranks else 1)
+
+
+def job_resources(command):
+    """mem_mb / runtime of its size, and where it computes: a DeepSpeed job asks for its ranks' GPUs
+    on one node (torchrun --standalone), any other model job for one GPU when training uses GPUs."""
+    spec = job_spec(command)
+    resources = job_size(spec.size) if spec.size else {}
+    if spec.device:
+        resources.update(device=DEVICE, gpu=TRAIN_GPUS if spec.ranks else MODEL_GPUS)
+    if spec.ranks:
+        resources.update(ranks=TRAIN_RANKS, nodes=1)
+    elif spec.size == "train":
+        resources.update(nodes=1)
+    return resources
+
+
 # tables, merges and figures: seconds of work on small JSON files, run on the submitting host
 localrules:
     all,
@@ -77,15 +115,6 @@ localrules:
 def R(path):
     """A path under results/."""
     return f"{RESULTS}/{path}"
-
-
-def cfg_json(*dotted_keys):
-    """The config slice a job uses, as JSON. Passed as params, so editing one of these keys reruns
-    the job and editing any other key does not. For one key the section itself; for several, a
-    dict keyed by each key's last part (e.g. {"teacher": ..., "model": ...})."""
-    sections = {key.split(".")[-1]: config_slice(config, key)[key] for key in dotted_keys}
-    only = next(iter(sections.values())) if len(sections) == 1 else sections
-    return json.dumps(only, sort_keys=True)
 
 
 def pretrained():
@@ -158,29 +187,6 @@ def agreement_pairs():
             for m, b in LM_MODELS if (m, b) in cells for t in LM_TASK_DATA if t in SAME_QUANTITIES]
 
 
-def methods_slice(method, budget, served=True):
-    """The `methods` keys a job of one (method, budget) reads: the one budget it runs at, and the
-    read path when it serves (evaluates) a method that has read paths."""
-    methods = config["methods"]
-    budgets = {} if budget == "1x" else {budget: methods["budgets"][budget]}
-    sliced = {"cache_dtype": methods["cache_dtype"], "k_share": methods["k_share"], "budgets": budgets}
-    if served and method in READ_PATH_METHODS:
-        sliced["read_path"] = methods["read_path"]
-    if method == "kv_quant":
-        sliced["kv_quant_group"] = methods["kv_quant_group"]
-    return sliced
-
-
-def cell_cfg(section, wildcards):
-    """A cell job's config slice: its own section, the one budget it runs at, the read path if its
-    method has one, the model dtype. Editing another cell's settings leaves this job alone."""
-    sliced = methods_slice(wildcards.method, wildcards.budget, served=section == "method_eval")
-    # threads reach the job through the rule's `threads`, not the slice: they change no result
-    own = {k: v for k, v in config[section].items() if k != "threads"}
-    return json.dumps({section: own, "methods": sliced, "model": {"dtype": config["model"]["dtype"]}},
-                      sort_keys=True)
-
-
 def method_eval_codec(wildcards):
     """The distilled codec a method-eval job reads, for codec methods only."""
     if wildcards.method in CODEC_METHODS:
@@ -203,26 +209,12 @@ def melt_model_dir(recipe):
     return melt_stage_dir(recipe, final_stage(config["melt"], recipe))
 
 
-def melt_stage_cfg(recipe, stage):
-    return json.dumps({"melt": stage_cfg(config["melt"], recipe, stage), "model": {"dtype": config["model"]["dtype"]}},
-                      sort_keys=True)
-
-
 def melt_table_recipes(which):
-    """Recipe name -> recipe keys of MELT Table 3 or 4, in table order (ema_decay only where the
-    ema gate reads it, so editing it redraws only the table that has that recipe)."""
-    recipes = {n: recipe(config["melt"], n) for n in table_members(config["melt"], int(which))}
-    return {n: {k: v for k, v in r.items() if k != "ema_decay" or r["gate"] == "ema"} for n, r in recipes.items()}
+    """Recipe names of MELT Table 3 or 4, in table order."""
+    return table_members(config["melt"], int(which))
 
 
 MEMORY_CODECS = [m for m in config["melt"]["memory_methods"] if m in CODEC_METHODS]
-
-
-def melt_eval_cfg():
-    """The method_eval slice of a MELT recipe's evaluation, batched at melt.eval_batch_size."""
-    sliced = json.loads(cell_cfg("method_eval", SimpleNamespace(method="melt", budget=MELT_BUDGET)))
-    sliced["method_eval"]["batch_size"] = config["melt"]["eval_batch_size"]
-    return json.dumps(sliced, sort_keys=True)
 
 
 # ---- the evaluation suite through lm-eval (model "loopkv"), LLA Table 7
@@ -268,16 +260,6 @@ def lm_model_inputs(wildcards):
     return files
 
 
-def lm_shard_cfg(wildcards):
-    """A shard job's slice: the one task's settings (its shard count is in the file name), batch
-    size, the served method's keys, the model dtype."""
-    # None = the task's own default: left out, so stating it explicitly changes nothing
-    task = {k: v for k, v in lm_task_settings(wildcards.task).items() if k not in ("shards", "name") and v is not None}
-    return json.dumps({"lm_eval": {"batch_size": config["lm_eval"]["batch_size"], "tasks": {wildcards.task: task}},
-                       "methods": methods_slice(wildcards.method, wildcards.budget),
-                       "model": {"dtype": config["model"]["dtype"]}}, sort_keys=True)
-
-
 def lm_model_args(wildcards, input):
     return flag_args((f"--{name}", os.path.dirname(input[name]) if name != "codec" else input[name])
                      for name in ("codec", "student") if name in input.keys())
@@ -286,19 +268,3 @@ def lm_model_args(wildcards, input):
 # ---- on-policy distillation (LLA Eq. 6-7), Table 4 and Figure 7
 ON_POLICY_METHOD = config["on_policy"]["method"]
 ON_POLICY_BUDGETS = config["on_policy"]["budgets"]
-
-
-def on_policy_cfg(wildcards):
-    """An on-policy job's slice: its section (threads and the report's bin width aside), its one budget."""
-    own = {k: v for k, v in config["on_policy"].items() if k not in ("threads", "exposure_bin_tokens", "budgets")}
-    return json.dumps({"on_policy": own, "methods": methods_slice(wildcards.method, wildcards.budget, served=False),
-                       "model": {"dtype": config["model"]["dtype"]}}, sort_keys=True)
-
-
-# ---- serving benchmarks (LLA Table 5 / 13): random-weight models of the configured architecture
-def serve_cfg():
-    return json.dumps(bench_slice(config), sort_keys=True)
-
-
-def kernel_cfg():
-    return json.dumps(kernel_slice(config), sort_keys=True)

@@ -9,17 +9,16 @@ rule corpus:
         test=R("data/corpus/test.txt"),
         manifest=R("data/corpus/manifest.json"),
     params:
-        cfg=cfg_json("data.corpus"),
-        seed=config["seed"],
+        cfg=job_cfg("data-corpus"),
         out=parent("manifest"),
     resources:
-        **job_size("data"),
+        **job_resources("data-corpus"),
     log:
         f"{LOGS}/data/corpus.log",
     benchmark:
         f"{LOGS}/benchmarks/data/corpus.tsv"
     shell:
-        "loopkv data-corpus --cfg {params.cfg:q} --seed {params.seed:q} --out {params.out:q} > {log:q} 2>&1"
+        "loopkv data-corpus --cfg {params.cfg:q} --out {params.out:q} > {log:q} 2>&1"
 
 
 rule tokenizer:
@@ -29,10 +28,10 @@ rule tokenizer:
         R("data/tokenizer/tokenizer.json"),
         manifest=R("data/tokenizer/manifest.json"),
     params:
-        cfg=cfg_json("data.tokenizer"),
+        cfg=job_cfg("data-tokenizer"),
         out=parent("manifest"),
     resources:
-        **job_size("data"),
+        **job_resources("data-tokenizer"),
     log:
         f"{LOGS}/data/tokenizer.log",
     benchmark:
@@ -51,17 +50,16 @@ rule task_data:
     wildcard_constraints:
         task="|".join(TASKS),
     params:
-        cfg=lambda wc: cfg_json(f"data.tasks.{wc.task}"),
-        seed=config["seed"],
+        cfg=job_cfg("data-task"),
         out=parent("manifest"),
         corpus=parent("corpus"),
         tokenizer=parent("tokenizer"),
     resources:
-        **job_size("data"),
+        **job_resources("data-task"),
     log:
         f"{LOGS}/data/task_{{task}}.log",
     benchmark:
         f"{LOGS}/benchmarks/data/task_{{task}}.tsv"
     shell:
-        "loopkv data-task {wildcards.task:q} --cfg {params.cfg:q} --seed {params.seed:q}"
+        "loopkv data-task {wildcards.task:q} --cfg {params.cfg:q}"
         " --corpus {params.corpus:q} --tokenizer {params.tokenizer:q} --out {params.out:q} > {log:q} 2>&1"

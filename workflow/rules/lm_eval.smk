@@ -12,7 +12,7 @@ rule bench_data:
     params:
         out=parent("manifest"),
     resources:
-        **job_size("data"),
+        **job_resources("data-bench"),
     log:
         f"{LOGS}/data/bench_{{bench}}.log",
     benchmark:
@@ -33,24 +33,21 @@ rule lm_eval_shard:
         shard=r"\d+",
         shards=r"\d+",
     params:
-        cfg=lm_shard_cfg,
-        seed=config["seed"],
+        cfg=job_cfg("lm-eval-shard"),
         teacher=parent("teacher"),
         data=parent("data"),
         model=lm_model_args,
         # lm-eval's request cache, one per served model (keyed inside by its files' hashes and method, budget, setting)
         cache=R("lm_eval/request_cache"),
-    threads: config["lm_eval"]["threads"]
+    threads: job_threads("lm-eval-shard")
     resources:
-        **job_size("eval"),
-        device=DEVICE,
-        gpu=MODEL_GPUS,
+        **job_resources("lm-eval-shard"),
     log:
         f"{LOGS}/lm_eval/{{method}}_{{budget}}_{{task}}_{{shard}}of{{shards}}.log",
     benchmark:
         f"{LOGS}/benchmarks/lm_eval/{{method}}_{{budget}}_{{task}}_{{shard}}of{{shards}}.tsv"
     shell:
-        "loopkv lm-eval-shard --cfg {params.cfg:q} --seed {params.seed:q} --task loopkv_{wildcards.task:q}"
+        "loopkv lm-eval-shard --cfg {params.cfg:q} --task loopkv_{wildcards.task:q}"
         " --data {params.data:q} --method {wildcards.method:q} --budget {wildcards.budget:q} --teacher {params.teacher:q}"
         " {params.model} --shard {wildcards.shard:q} --shards {wildcards.shards:q} --cache-dir {params.cache:q}"
         " --out {output:q} --threads {threads:q} --device {resources.device:q} > {log:q} 2>&1"
@@ -66,6 +63,8 @@ rule lm_eval_merge:
         task="[a-z0-9_]+",
     log:
         f"{LOGS}/lm_eval/{{method}}_{{budget}}_{{task}}_merge.log",
+    benchmark:
+        f"{LOGS}/benchmarks/lm_eval/{{method}}_{{budget}}_{{task}}_merge.tsv"
     shell:
         "loopkv lm-eval-merge {input:q} --out {output:q} > {log:q} 2>&1"
 
@@ -79,6 +78,8 @@ rule table7:
         tex=f"{REPORTS}/table7.tex",
     log:
         f"{LOGS}/report/table7.log",
+    benchmark:
+        f"{LOGS}/benchmarks/report/table7.tsv"
     shell:
         "loopkv table7 --results {input:q} --pdf {output.pdf:q} --csv {output.csv:q} --tex {output.tex:q} > {log:q} 2>&1"
 
@@ -91,21 +92,18 @@ rule passkey_grid_data:
         test=R("data/passkey_grid/test.jsonl"),
         manifest=R("data/passkey_grid/manifest.json"),
     params:
-        cfg=json.dumps({"passkey": config["data"]["tasks"]["passkey"],
-                        "passkey_grid": {k: config["passkey_grid"][k] for k in ("lengths", "depths", "trials")}},
-                       sort_keys=True),
-        seed=config["seed"],
+        cfg=job_cfg("data-passkey-grid"),
         out=parent("manifest"),
         corpus=parent("corpus"),
         tokenizer=parent("tokenizer"),
     resources:
-        **job_size("data"),
+        **job_resources("data-passkey-grid"),
     log:
         f"{LOGS}/data/passkey_grid.log",
     benchmark:
         f"{LOGS}/benchmarks/data/passkey_grid.tsv"
     shell:
-        "loopkv data-passkey-grid --cfg {params.cfg:q} --seed {params.seed:q} --corpus {params.corpus:q}"
+        "loopkv data-passkey-grid --cfg {params.cfg:q} --corpus {params.corpus:q}"
         " --tokenizer {params.tokenizer:q} --out {params.out:q} > {log:q} 2>&1"
 
 
@@ -121,11 +119,12 @@ rule fig8:
         table_csv=f"{REPORTS}/table12.csv",
         table_tex=f"{REPORTS}/table12.tex",
     params:
-        reliable=config["passkey_grid"]["reliable"],
-        dpi=config["report"]["dpi"],
+        cfg=job_cfg("fig8"),
     log:
         f"{LOGS}/report/fig8.log",
+    benchmark:
+        f"{LOGS}/benchmarks/report/fig8.tsv"
     shell:
-        "loopkv fig8 --data {input.data:q} --results {input.results:q} --reliable {params.reliable:q}"
-        " --pdf {output.pdf:q} --png {output.png:q} --json {output.json:q} --dpi {params.dpi:q}"
+        "loopkv fig8 --cfg {params.cfg:q} --data {input.data:q} --results {input.results:q}"
+        " --pdf {output.pdf:q} --png {output.png:q} --json {output.json:q}"
         " --table-pdf {output.table_pdf:q} --table-csv {output.table_csv:q} --table-tex {output.table_tex:q} > {log:q} 2>&1"

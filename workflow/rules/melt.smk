@@ -17,26 +17,21 @@ rule melt_stage1:
         R("melt/{recipe}/stage1/model/config.json"),
         curve=R("melt/{recipe}/stage1/model/train_curve.json"),
     params:
-        cfg=lambda w: melt_stage_cfg(w.recipe, 1),
-        seed=config["seed"],
+        cfg=job_cfg("melt-train", stage=1),
         teacher=parent("teacher"),
         corpus=parent("corpus"),
         tasks=task_args({t: R(f"data/tasks/{t}") for t in MELT_TASKS}),
         out=parent("curve"),
         checkpoints=lambda w: R(f"melt/{w.recipe}/stage1/checkpoints"),
-    threads: config["melt"]["threads"] * TRAIN_RANKS   # every rank's threads (the command splits them)
+    threads: job_threads("melt-train")
     resources:
-        **job_size("train"),
-        device=DEVICE,
-        nodes=1,                 # torchrun --standalone: every rank on one node
-        ranks=TRAIN_RANKS,
-        gpu=TRAIN_GPUS,
+        **job_resources("melt-train"),
     log:
         f"{LOGS}/melt/{{recipe}}_stage1.log",
     benchmark:
         f"{LOGS}/benchmarks/melt/{{recipe}}_stage1.tsv"
     shell:
-        "loopkv melt-train --cfg {params.cfg:q} --seed {params.seed:q} --teacher {params.teacher:q}"
+        "loopkv melt-train --cfg {params.cfg:q} --teacher {params.teacher:q}"
         " --corpus {params.corpus:q} {params.tasks} --out {params.out:q} --checkpoints {params.checkpoints:q}"
         " --threads {threads:q} --ranks {resources.ranks:q} --no-progress --device {resources.device:q} > {log:q} 2>&1"
 
@@ -52,27 +47,22 @@ rule melt_stage2:
         R("melt/{recipe}/stage2/model/config.json"),
         curve=R("melt/{recipe}/stage2/model/train_curve.json"),
     params:
-        cfg=lambda w: melt_stage_cfg(w.recipe, 2),
-        seed=config["seed"],
+        cfg=job_cfg("melt-train", stage=2),
         init=parent("init"),
         teacher=parent("teacher"),
         corpus=parent("corpus"),
         tasks=task_args({t: R(f"data/tasks/{t}") for t in MELT_TASKS}),
         out=parent("curve"),
         checkpoints=lambda w: R(f"melt/{w.recipe}/stage2/checkpoints"),
-    threads: config["melt"]["threads"] * TRAIN_RANKS   # every rank's threads (the command splits them)
+    threads: job_threads("melt-train")
     resources:
-        **job_size("train"),
-        device=DEVICE,
-        nodes=1,                 # torchrun --standalone: every rank on one node
-        ranks=TRAIN_RANKS,
-        gpu=TRAIN_GPUS,
+        **job_resources("melt-train"),
     log:
         f"{LOGS}/melt/{{recipe}}_stage2.log",
     benchmark:
         f"{LOGS}/benchmarks/melt/{{recipe}}_stage2.tsv"
     shell:
-        "loopkv melt-train --cfg {params.cfg:q} --seed {params.seed:q} --teacher {params.teacher:q}"
+        "loopkv melt-train --cfg {params.cfg:q} --teacher {params.teacher:q}"
         " --init {params.init:q} --corpus {params.corpus:q} {params.tasks} --out {params.out:q}"
         " --checkpoints {params.checkpoints:q} --threads {threads:q} --ranks {resources.ranks:q} --no-progress --device {resources.device:q} > {log:q} 2>&1"
 
@@ -87,24 +77,21 @@ rule melt_eval:
         metrics=R("melt/{recipe}/quality.json"),
         samples=R("melt/{recipe}/quality_samples.json"),
     params:
-        cfg=lambda w: melt_eval_cfg(),
+        cfg=job_cfg("method-eval", method="melt", budget=MELT_BUDGET),
         budget=MELT_BUDGET,
-        seed=config["seed"],
         student=parent("student"),
         teacher=parent("teacher"),
         corpus=parent("corpus"),
         tasks=task_args({t: R(f"data/tasks/{t}") for t in TASKS}),
-    threads: config["method_eval"]["threads"]
+    threads: job_threads("method-eval")
     resources:
-        **job_size("eval"),
-        device=DEVICE,
-        gpu=MODEL_GPUS,
+        **job_resources("method-eval"),
     log:
         f"{LOGS}/melt/{{recipe}}_eval.log",
     benchmark:
         f"{LOGS}/benchmarks/melt/{{recipe}}_eval.tsv"
     shell:
-        "loopkv method-eval --cfg {params.cfg:q} --seed {params.seed:q} --method melt --budget {params.budget:q}"
+        "loopkv method-eval --cfg {params.cfg:q} --method melt --budget {params.budget:q}"
         " --teacher {params.teacher:q} --student {params.student:q} --corpus {params.corpus:q} {params.tasks}"
         " --out {output.metrics:q} --samples {output.samples:q} --threads {threads:q} --device {resources.device:q} > {log:q} 2>&1"
 
@@ -120,15 +107,16 @@ rule melt_table:
     wildcard_constraints:
         which="3|4",
     params:
-        recipes=lambda w: json.dumps(melt_table_recipes(w.which)),
+        cfg=job_cfg("melt-table"),
         cells=lambda w: flag_args(("--cell", f"{n}={R(f'melt/{n}/quality.json')}") for n in melt_table_recipes(w.which)),
         curves=lambda w: flag_args(("--curve", f"{n}={melt_model_dir(n)}/train_curve.json") for n in melt_table_recipes(w.which)),
-        train_max=max(config["data"]["tasks"]["passkey"]["train_lengths"]),
     log:
         f"{LOGS}/report/melt_table{{which}}.log",
+    benchmark:
+        f"{LOGS}/benchmarks/report/melt_table{{which}}.tsv"
     shell:
-        "loopkv melt-table --which {wildcards.which:q} --recipes {params.recipes:q} {params.cells} {params.curves}"
-        " --passkey-train-max {params.train_max:q} --pdf {output.pdf:q} --csv {output.csv:q} --tex {output.tex:q}"
+        "loopkv melt-table --cfg {params.cfg:q} --which {wildcards.which:q} {params.cells} {params.curves}"
+        " --pdf {output.pdf:q} --csv {output.csv:q} --tex {output.tex:q}"
         " > {log:q} 2>&1"
 
 
@@ -142,13 +130,14 @@ rule melt_vs_lla:
         csv=f"{REPORTS}/melt_vs_lla.csv",
         tex=f"{REPORTS}/melt_vs_lla.tex",
     params:
-        train_max=max(config["data"]["tasks"]["passkey"]["train_lengths"]),
+        cfg=job_cfg("melt-vs-lla"),
     log:
         f"{LOGS}/report/melt_vs_lla.log",
+    benchmark:
+        f"{LOGS}/benchmarks/report/melt_vs_lla.tsv"
     shell:
-        "loopkv melt-vs-lla --teacher-cell {input.teacher:q} --melt-cell {input.melt:q} --cells {input.cells:q}"
-        " --passkey-train-max {params.train_max:q} --pdf {output.pdf:q} --csv {output.csv:q} --tex {output.tex:q}"
-        " > {log:q} 2>&1"
+        "loopkv melt-vs-lla --cfg {params.cfg:q} --teacher-cell {input.teacher:q} --melt-cell {input.melt:q} --cells {input.cells:q}"
+        " --pdf {output.pdf:q} --csv {output.csv:q} --tex {output.tex:q} > {log:q} 2>&1"
 
 
 rule melt_memory:
@@ -159,20 +148,14 @@ rule melt_memory:
     output:
         R("melt/memory.json"),
     params:
-        cfg=lambda w: json.dumps({
-            "melt": {k: config["melt"][k] for k in ("memory_lengths", "memory_batch", "memory_loops", "memory_methods")},
-            "methods": methods_slice("kv_quant" if "kv_quant" in config["melt"]["memory_methods"] else "lla",
-                                     MELT_BUDGET, served=False),
-            "model": {"dtype": config["model"]["dtype"]}}, sort_keys=True),
+        cfg=job_cfg("melt-memory", budget=MELT_BUDGET),
         teacher=parent("teacher"),
         student=parent("student"),
         budget=MELT_BUDGET,
         codecs=flag_args(("--codec", f"{m}={R(f'distill/{m}/{MELT_BUDGET}/codec.pt')}") for m in MEMORY_CODECS),
-    threads: config["melt"]["threads"]
+    threads: job_threads("melt-memory")
     resources:
-        **job_size("eval"),
-        device=DEVICE,
-        gpu=MODEL_GPUS,
+        **job_resources("melt-memory"),
     log:
         f"{LOGS}/melt/memory.log",
     benchmark:
@@ -190,9 +173,11 @@ rule fig_memory:
         png=f"{REPORTS}/fig_memory_vs_length.png",
         json=f"{REPORTS}/fig_memory_vs_length.json",
     params:
-        dpi=config["report"]["dpi"],
+        cfg=job_cfg("fig-memory"),
     log:
         f"{LOGS}/report/fig_memory.log",
+    benchmark:
+        f"{LOGS}/benchmarks/report/fig_memory.tsv"
     shell:
-        "loopkv fig-memory --memory {input:q} --pdf {output.pdf:q} --png {output.png:q} --json {output.json:q}"
-        " --dpi {params.dpi:q} > {log:q} 2>&1"
+        "loopkv fig-memory --cfg {params.cfg:q} --memory {input:q} --pdf {output.pdf:q} --png {output.png:q}"
+        " --json {output.json:q} > {log:q} 2>&1"

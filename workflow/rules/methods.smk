@@ -18,25 +18,20 @@ rule distill:
     wildcard_constraints:
         method="|".join(CODEC_METHODS),
     params:
-        cfg=lambda w: cell_cfg("distill", w),
-        seed=config["seed"],
+        cfg=job_cfg("distill"),
         teacher=parent("teacher"),
         corpus=parent("corpus"),
         tasks=task_args({t: R(f"data/tasks/{t}") for t in DISTILL_TASKS}),
         checkpoints=lambda w: R(f"distill/{w.method}/{w.budget}/checkpoints"),
-    threads: config["distill"]["threads"] * TRAIN_RANKS   # every rank's threads (the command splits them)
+    threads: job_threads("distill")
     resources:
-        **job_size("train"),
-        device=DEVICE,
-        nodes=1,                 # torchrun --standalone: every rank on one node
-        ranks=TRAIN_RANKS,
-        gpu=TRAIN_GPUS,
+        **job_resources("distill"),
     log:
         f"{LOGS}/distill/{{method}}_{{budget}}.log",
     benchmark:
         f"{LOGS}/benchmarks/distill/{{method}}_{{budget}}.tsv"
     shell:
-        "loopkv distill --cfg {params.cfg:q} --seed {params.seed:q} --method {wildcards.method:q}"
+        "loopkv distill --cfg {params.cfg:q} --method {wildcards.method:q}"
         " --budget {wildcards.budget:q} --teacher {params.teacher:q} --calibration {input.calibration:q}"
         " --corpus {params.corpus:q} {params.tasks} --out {output.codec:q} --curve {output.curve:q}"
         " --checkpoints {params.checkpoints:q} --threads {threads:q} --ranks {resources.ranks:q} --no-progress --device {resources.device:q} > {log:q} 2>&1"
@@ -52,23 +47,20 @@ rule method_eval:
         metrics=R("methods/{method}/{budget}/quality.json"),
         samples=R("methods/{method}/{budget}/quality_samples.json"),
     params:
-        cfg=lambda w: cell_cfg("method_eval", w),
-        seed=config["seed"],
+        cfg=job_cfg("method-eval"),
         teacher=parent("teacher"),
         corpus=parent("corpus"),
         tasks=task_args({t: R(f"data/tasks/{t}") for t in TASKS}),
         codec=lambda w, input: flag_args([("--codec", input.codec)] if "codec" in input.keys() else []),
-    threads: config["method_eval"]["threads"]
+    threads: job_threads("method-eval")
     resources:
-        **job_size("eval"),
-        device=DEVICE,
-        gpu=MODEL_GPUS,
+        **job_resources("method-eval"),
     log:
         f"{LOGS}/methods/{{method}}_{{budget}}.log",
     benchmark:
         f"{LOGS}/benchmarks/methods/{{method}}_{{budget}}.tsv"
     shell:
-        "loopkv method-eval --cfg {params.cfg:q} --seed {params.seed:q} --method {wildcards.method:q}"
+        "loopkv method-eval --cfg {params.cfg:q} --method {wildcards.method:q}"
         " --budget {wildcards.budget:q} --teacher {params.teacher:q} {params.codec}"
         " --corpus {params.corpus:q} {params.tasks} --out {output.metrics:q} --samples {output.samples:q}"
         " --threads {threads:q} --device {resources.device:q} > {log:q} 2>&1"

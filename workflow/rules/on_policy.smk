@@ -14,25 +14,20 @@ rule distill_on_policy:
     wildcard_constraints:
         method="|".join(CODEC_METHODS),
     params:
-        cfg=lambda w: on_policy_cfg(w),
-        seed=config["seed"],
+        cfg=job_cfg("distill-on-policy"),
         teacher=parent("teacher"),
         corpus=parent("corpus"),
         prompts=flag_args(("--prompts", f"{t}={R(f'data/tasks/{t}')}") for t in config["on_policy"]["prompts"]),
         checkpoints=lambda w: R(f"on_policy/{w.method}/{w.budget}/checkpoints"),
-    threads: config["on_policy"]["threads"] * TRAIN_RANKS   # every rank's threads (the command splits them)
+    threads: job_threads("distill-on-policy")
     resources:
-        **job_size("train"),
-        device=DEVICE,
-        nodes=1,                 # torchrun --standalone: every rank on one node
-        ranks=TRAIN_RANKS,
-        gpu=TRAIN_GPUS,
+        **job_resources("distill-on-policy"),
     log:
         f"{LOGS}/on_policy/{{method}}_{{budget}}.log",
     benchmark:
         f"{LOGS}/benchmarks/on_policy/{{method}}_{{budget}}.tsv"
     shell:
-        "loopkv distill-on-policy --cfg {params.cfg:q} --seed {params.seed:q} --method {wildcards.method:q}"
+        "loopkv distill-on-policy --cfg {params.cfg:q} --method {wildcards.method:q}"
         " --budget {wildcards.budget:q} --teacher {params.teacher:q} --init {input.init:q} --corpus {params.corpus:q}"
         " {params.prompts} --out {output.codec:q} --curve {output.curve:q} --checkpoints {params.checkpoints:q}"
         " --threads {threads:q} --ranks {resources.ranks:q} --no-progress --device {resources.device:q} > {log:q} 2>&1"
@@ -48,22 +43,19 @@ rule on_policy_eval:
         metrics=R("on_policy/{method}/{budget}/quality.json"),
         samples=R("on_policy/{method}/{budget}/quality_samples.json"),
     params:
-        cfg=lambda w: cell_cfg("method_eval", w),
-        seed=config["seed"],
+        cfg=job_cfg("method-eval"),
         teacher=parent("teacher"),
         corpus=parent("corpus"),
         tasks=task_args({t: R(f"data/tasks/{t}") for t in TASKS}),
-    threads: config["method_eval"]["threads"]
+    threads: job_threads("method-eval")
     resources:
-        **job_size("eval"),
-        device=DEVICE,
-        gpu=MODEL_GPUS,
+        **job_resources("method-eval"),
     log:
         f"{LOGS}/on_policy/{{method}}_{{budget}}_eval.log",
     benchmark:
         f"{LOGS}/benchmarks/on_policy/{{method}}_{{budget}}_eval.tsv"
     shell:
-        "loopkv method-eval --cfg {params.cfg:q} --seed {params.seed:q} --method {wildcards.method:q}"
+        "loopkv method-eval --cfg {params.cfg:q} --method {wildcards.method:q}"
         " --budget {wildcards.budget:q} --teacher {params.teacher:q} --codec {input.codec:q}"
         " --corpus {params.corpus:q} {params.tasks} --out {output.metrics:q} --samples {output.samples:q}"
         " --threads {threads:q} --device {resources.device:q} > {log:q} 2>&1"
@@ -86,12 +78,13 @@ rule table4_fig7:
         fig_png=f"{REPORTS}/fig7_exposure.png",
         fig_json=f"{REPORTS}/fig7_exposure.json",
     params:
-        bins=config["on_policy"]["exposure_bin_tokens"],
-        dpi=config["report"]["dpi"],
+        cfg=job_cfg("table4-fig7"),
     log:
         f"{LOGS}/report/table4_fig7.log",
+    benchmark:
+        f"{LOGS}/benchmarks/report/table4_fig7.tsv"
     shell:
-        "loopkv table4-fig7 --teacher-samples {input.teacher:q} --off {input.off:q} --on {input.on:q}"
-        " --off-curves {input.off_curves:q} --on-curves {input.on_curves:q} --bin-tokens {params.bins:q} --dpi {params.dpi:q}"
+        "loopkv table4-fig7 --cfg {params.cfg:q} --teacher-samples {input.teacher:q} --off {input.off:q} --on {input.on:q}"
+        " --off-curves {input.off_curves:q} --on-curves {input.on_curves:q}"
         " --table-pdf {output.table_pdf:q} --table-csv {output.table_csv:q} --table-tex {output.table_tex:q}"
         " --fig-pdf {output.fig_pdf:q} --fig-png {output.fig_png:q} --fig-json {output.fig_json:q} > {log:q} 2>&1"

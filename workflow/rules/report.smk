@@ -10,11 +10,13 @@ rule table1:
         csv=f"{REPORTS}/table1.csv",
         tex=f"{REPORTS}/table1.tex",
     params:
-        train_max=max(config["data"]["tasks"]["passkey"]["train_lengths"]),
+        cfg=job_cfg("table1"),
     log:
         f"{LOGS}/report/table1.log",
+    benchmark:
+        f"{LOGS}/benchmarks/report/table1.tsv"
     shell:
-        "loopkv table1 --cells {input.cells:q} --curves {input.curves:q} --passkey-train-max {params.train_max:q}"
+        "loopkv table1 --cfg {params.cfg:q} --cells {input.cells:q} --curves {input.curves:q}"
         " --pdf {output.pdf:q}"
         " --csv {output.csv:q} --tex {output.tex:q} > {log:q} 2>&1"
 
@@ -26,5 +28,7 @@ rule agreement:
         f"{REPORTS}/agreement.json",
     log:
         f"{LOGS}/report/agreement.log",
+    benchmark:
+        f"{LOGS}/benchmarks/report/agreement.tsv"
     shell:
         "loopkv check-agreement --pairs {input.pairs:q} --out {output:q} > {log:q} 2>&1"

@@ -6,36 +6,32 @@ rule serve_bench:
     output:
         R("serve/serving.json"),
     params:
-        cfg=serve_cfg(),
-    threads: config["serve"]["threads"]
+        cfg=job_cfg("serve-bench"),
+    threads: job_threads("serve-bench")
     resources:
-        **job_size("serve"),
-        device=DEVICE,
-        gpu=MODEL_GPUS,
+        **job_resources("serve-bench"),
     log:
         f"{LOGS}/serve/serving.log",
     benchmark:
         f"{LOGS}/benchmarks/serve/serving.tsv"
     shell:
-        "loopkv serve-bench --cfg {params.cfg:q} --out {output:q} --device {resources.device:q} > {log:q} 2>&1"
+        "loopkv serve-bench --cfg {params.cfg:q} --out {output:q} --threads {threads:q} --device {resources.device:q} > {log:q} 2>&1"
 
 
 rule kernel_bench:
     output:
         R("serve/kernel.json"),
     params:
-        cfg=kernel_cfg(),
-    threads: config["serve"]["threads"]
+        cfg=job_cfg("kernel-bench"),
+    threads: job_threads("kernel-bench")
     resources:
-        **job_size("serve"),
-        device=DEVICE,
-        gpu=MODEL_GPUS,
+        **job_resources("kernel-bench"),
     log:
         f"{LOGS}/serve/kernel.log",
     benchmark:
         f"{LOGS}/benchmarks/serve/kernel.tsv"
     shell:
-        "loopkv kernel-bench --cfg {params.cfg:q} --out {output:q} --device {resources.device:q} > {log:q} 2>&1"
+        "loopkv kernel-bench --cfg {params.cfg:q} --out {output:q} --threads {threads:q} --device {resources.device:q} > {log:q} 2>&1"
 
 
 rule table5:
@@ -47,6 +43,8 @@ rule table5:
         tex=f"{REPORTS}/table5.tex",
     log:
         f"{LOGS}/report/table5.log",
+    benchmark:
+        f"{LOGS}/benchmarks/report/table5.tsv"
     shell:
         "loopkv table5 --result {input:q} --pdf {output.pdf:q} --csv {output.csv:q} --tex {output.tex:q} > {log:q} 2>&1"
 
@@ -61,5 +59,7 @@ rule table13:
         tex=f"{REPORTS}/table13.tex",
     log:
         f"{LOGS}/report/table13.log",
+    benchmark:
+        f"{LOGS}/benchmarks/report/table13.tsv"
     shell:
         "loopkv table13 --result {input:q} --pdf {output.pdf:q} --csv {output.csv:q} --tex {output.tex:q} > {log:q} 2>&1"

@@ -13,27 +13,23 @@ if not pretrained():
             R("teacher/model/config.json"),
             curve=R("teacher/model/train_curve.json"),
         params:
-            cfg=cfg_json("teacher", "model"),
-            seed=config["seed"],
+            cfg=job_cfg("teacher-pretrain"),
             tasks=task_args({t: R(f"data/tasks/{t}") for t in TRAIN_TASKS}),
             out=parent("curve"),
             corpus=parent("corpus"),
             tokenizer=parent("tokenizer"),
             checkpoints=R("teacher/checkpoints"),
-        threads: config["teacher"]["threads"]
+        threads: job_threads("teacher-pretrain")
         resources:
-            **job_size("train"),
-            device=DEVICE,
-            gpu=MODEL_GPUS,
-            nodes=1,                 # torchrun --standalone: every rank on one node
+            **job_resources("teacher-pretrain"),
         log:
             f"{LOGS}/teacher/pretrain.log",
         benchmark:
             f"{LOGS}/benchmarks/teacher/pretrain.tsv"
         shell:
-            "loopkv teacher-pretrain --cfg {params.cfg:q} --seed {params.seed:q}"
+            "loopkv teacher-pretrain --cfg {params.cfg:q}"
             " --corpus {params.corpus:q} --tokenizer {params.tokenizer:q} {params.tasks}"
-            " --out {params.out:q} --checkpoints {params.checkpoints:q} --device {resources.device:q} > {log:q} 2>&1"
+            " --out {params.out:q} --checkpoints {params.checkpoints:q} --threads {threads:q} --device {resources.device:q} > {log:q} 2>&1"
 
 
 rule teacher_eval:
@@ -45,21 +41,18 @@ rule teacher_eval:
         metrics=R("teacher/quality.json"),
         samples=R("teacher/quality_samples.json"),
     params:
-        cfg=cfg_json("teacher_eval", "model"),
-        seed=config["seed"],
+        cfg=job_cfg("teacher-eval"),
         teacher=parent("teacher"),
         corpus=parent("corpus"),
         tasks=task_args({t: R(f"data/tasks/{t}") for t in TASKS}),
-    threads: config["teacher_eval"]["threads"]
+    threads: job_threads("teacher-eval")
     resources:
-        **job_size("eval"),
-        device=DEVICE,
-        gpu=MODEL_GPUS,
+        **job_resources("teacher-eval"),
     log:
         f"{LOGS}/teacher/eval.log",
     benchmark:
         f"{LOGS}/benchmarks/teacher/eval.tsv"
     shell:
-        "loopkv teacher-eval --cfg {params.cfg:q} --seed {params.seed:q} --teacher {params.teacher:q}"
+        "loopkv teacher-eval --cfg {params.cfg:q} --teacher {params.teacher:q}"
         " --corpus {params.corpus:q} {params.tasks} --out {output.metrics:q} --samples {output.samples:q}"
-        " --device {resources.device:q} > {log:q} 2>&1"
+        " --threads {threads:q} --device {resources.device:q} > {log:q} 2>&1"

@@ -9,6 +9,11 @@ same thing without materialising K/V (e.g. attention read straight from latents)
 are stored (all T*D entries, a latent per token, one overwritten row, quantised, ...) is entirely
 the method's business: adding a KV method means one file with one subclass and a registry entry.
 
+Everything the rest of loopkv knows about a method is stated on its class (see LoopCache): its
+name and report label, whether a compression ratio configures it, its budget rule (the setting at a
+ratio), the config keys it reads, whether it needs a codec, its read paths, its bytes per token.
+Registries, config validation, the workflow's config slices and the tests derive from these.
+
 Call order for one forward over L new tokens:
     begin_forward(positions)                  # once
     attend(t, d, positions, q, k, v, mask)    # for t in range(T), for d in range(D)
@@ -24,12 +29,63 @@ import torch.nn.functional as F
 from loopkv.models.rope import Rotary, apply_rope
 
 
+# read by every method's setting, with methods.budgets.<label> of the budget it runs at (none at 1x)
+SHARED_CONFIG_KEYS = ("methods.cache_dtype", "methods.k_share")
+
+
 class LoopCache(ABC):
     """Base class for every KV method. Subclasses state their bytes per token as a formula."""
+
+    # -- the method, as the rest of loopkv sees it (class attributes; defaults here) -------
+    name: str = ""                  # registry key: config files, CLI, result paths
+    label: str = ""                 # its name in reports (tables, figures)
+    budgeted: bool = True           # configured by a compression ratio (a Table 1 row at a budget)
+    layout: str | None = None       # codec methods: the codec layout (latent_codec.LAYOUTS) whose calibration
+                                    # moments SVD-initialise its codec, then distilled; None = no codec
+    read_paths: tuple[str, ...] = ()   # ways to read the cache (config methods.read_path), default first
+    model_variant: bool = False     # served by a model of its own (untrained_model), not the teacher's weights
+    # config keys (dotted paths) a setting of the method reads beyond SHARED_CONFIG_KEYS, and those a
+    # job that serves (evaluates) it reads on top of these
+    config_keys: tuple[str, ...] = ()
+    served_config_keys: tuple[str, ...] = ()
+    # attributes of an instance that hold no K/V payload (positions, tables, memos): every other
+    # tensor the cache holds counts as its stored bytes (tests count them against the formula)
+    bookkeeping: tuple[str, ...] = ("positions", "_new_positions", "_rope_tables", "_rope_table")
+    # the method-independent checks (tests/cache/test_every_method.py) that do not apply: check -> why;
+    # and those it is known to fail, a defect to fix (check -> what fails): expected to fail until fixed
+    not_checked: dict[str, str] = {}
+    known_failures: dict[str, str] = {}
 
     # Attributes transformers' generate() inspects on a cache object.
     is_compileable = False
     is_croppable = False
+
+    # -- budget and configuration (class level: no model needed) -------------------------
+    @classmethod
+    def setting_at_ratio(cls, shape, ratio: float, cache_bits: int = 16, k_share: float = 0.375) -> dict | None:
+        """The budget rule: {"kwargs": constructor arguments, "ratio": achieved} of the setting that
+        stores `ratio` times fewer bytes per token than the teacher's full cache of `shape`
+        (budget.CacheShape) at `cache_bits` bits, or None where the method cannot reach it.
+        `k_share`: K's share of a latent budget (codec methods)."""
+        raise NotImplementedError(f"KV method {cls.name!r} states no budget rule")
+
+    @classmethod
+    def configured_kwargs(cls, kwargs: dict, methods_cfg: dict) -> dict:
+        """A setting's constructor arguments with the method's own config keys (`config_keys`, read
+        from config section `methods`) applied; they are present (settings.configured_setting checks)."""
+        return kwargs
+
+    @classmethod
+    def lossless_setting(cls, shape) -> dict | None:
+        """Constructor arguments under which the method hands attention exactly the teacher's K/V on
+        a model of `shape` (codec methods: of a lossless codec), or None where it has none."""
+        return None
+
+    @classmethod
+    def untrained_model(cls, teacher):
+        """The model a cache of this method serves, built from `teacher` with nothing trained: the
+        teacher itself, unless the method is a model variant (then its own weights at their init)."""
+        return teacher
 
     def __init__(self, config):
         self.num_loops = config.total_ut_steps

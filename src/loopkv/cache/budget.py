@@ -2,16 +2,16 @@
 token than the teacher's full per-loop cache (LLA Table 1 compares methods this way).
 
 Teacher: 2 * T * D * H * d_head values per token at `cache_bits` bits (bf16 = 16 at paper scale).
-A method that cannot reach a ratio (cla spans, quantiser bit widths, final-loop reuse = T) gets
-None; a latent width that is not an integer is rounded and the achieved ratio is reported.
+Each method states its own budget rule (`setting_at_ratio` on its class); this module holds what
+the rules share: the cache's shape, and the latent width of a codec method at a ratio with its K/V
+rank split. A method that cannot reach a ratio (cla spans, quantiser bit widths, final-loop reuse =
+T) gets None; a latent width that is not an integer is rounded and the achieved ratio is reported.
 K/V rank split: LLA's default 96/160 (k_share 0.375) gives V more capacity than K.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
-from loopkv.cache.kv_quant import BITS
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,19 @@ class CacheShape:
     def teacher_values(self) -> int:
         return 2 * self.loops * self.layers * self.heads * self.head_dim
 
+    @property
+    def sizes(self) -> dict[str, int]:
+        """The axis sizes in a codec's terms (latent_codec.model_sizes)."""
+        return {"layer": self.layers, "head": self.heads, "loop": self.loops, "dim": self.head_dim}
+
+    def codec_groups(self, groups: tuple[str, ...]) -> int:
+        """How many codecs a layout indexed by `groups` has (e.g. (layer, head): D * H)."""
+        return math.prod(self.sizes[a] for a in groups)
+
+    def codec_width(self, groups: tuple[str, ...]) -> int:
+        """The width of one codec's vector: the product of the axes not indexing codecs."""
+        return math.prod(size for axis, size in self.sizes.items() if axis not in groups)
+
 
 def _ranks(values_per_codec: float, k_share: float) -> dict | None:
     total = round(values_per_codec)
@@ -38,30 +51,29 @@ def _ranks(values_per_codec: float, k_share: float) -> dict | None:
     return {"rank_k": rank_k, "rank_v": total - rank_k}
 
 
+def latent_setting(shape: CacheShape, groups: tuple[str, ...], ratio: float, k_share: float) -> dict | None:
+    """The budget rule of a codec method whose codecs are indexed by `groups`: each stores r_k + r_v
+    values per token, so r_k + r_v = teacher values / ratio / codecs, split by `k_share`; None where
+    a rank would exceed the codec's width (a ratio too small for a latent, e.g. 1x)."""
+    codecs = shape.codec_groups(groups)
+    ranks = _ranks(shape.teacher_values / ratio / codecs, k_share)
+    if ranks is None or max(ranks.values()) > shape.codec_width(groups):
+        return None
+    return {"kwargs": ranks, "ratio": shape.teacher_values / (codecs * (ranks["rank_k"] + ranks["rank_v"]))}
+
+
+def full_rank_setting(shape: CacheShape, groups: tuple[str, ...]) -> dict:
+    """Ranks equal to the codec's width: a lossless codec (any orthonormal basis reconstructs x)."""
+    width = shape.codec_width(groups)
+    return {"rank_k": width, "rank_v": width}
+
+
 def setting_at_ratio(method: str, shape: CacheShape, ratio: float, cache_bits: int = 16,
                      k_share: float = 0.375) -> dict | None:
-    """{"kwargs": ..., "ratio": achieved} for `method` at `ratio`, or None if unreachable."""
-    T, D, H, d = shape.loops, shape.layers, shape.heads, shape.head_dim
-    if method in ("lla", "lla2d", "mla_head"):
-        codecs = {"lla": D * H, "lla2d": D, "mla_head": T * D}[method]
-        ranks = _ranks(shape.teacher_values / ratio / codecs, k_share)
-        if ranks is None:
-            return None
-        return {"kwargs": ranks, "ratio": shape.teacher_values / (codecs * (ranks["rank_k"] + ranks["rank_v"]))}
-    if method == "cla":
-        for span in range(1, D + 1):
-            achieved = D / math.ceil(D / span)
-            if math.isclose(achieved, ratio, rel_tol=1e-3):
-                return {"kwargs": {"span": span}, "ratio": achieved}
-        return None
-    if method == "kv_quant":
-        bits = cache_bits / ratio
-        if any(math.isclose(bits, b, rel_tol=1e-2) for b in BITS):
-            bits = min(BITS, key=lambda b: abs(b - bits))
-            return {"kwargs": {"bits": bits}, "ratio": cache_bits / bits}   # before scale/zero overhead
-        return None
-    if method == "full":   # the teacher's own cache: the 1x reference
-        return {"kwargs": {}, "ratio": 1.0} if math.isclose(ratio, 1.0) else None
-    if method in ("final_loop", "melt"):   # one row per token and layer: T x fewer than the teacher
-        return {"kwargs": {}, "ratio": float(T)} if math.isclose(ratio, T, rel_tol=1e-3) else None
-    raise ValueError(f"no budget rule for method {method!r}")
+    """{"kwargs": ..., "ratio": achieved} for `method` at `ratio`, or None if unreachable: the
+    method's own rule (its class's `setting_at_ratio`)."""
+    from loopkv.cache.registry import METHODS
+
+    if method not in METHODS:
+        raise ValueError(f"no budget rule for method {method!r} (known: {', '.join(sorted(METHODS))})")
+    return METHODS[method].setting_at_ratio(shape, ratio, cache_bits, k_share)

@@ -16,6 +16,21 @@ from loopkv.cache.base import LoopCache, concat
 
 class CLACache(LoopCache):
     name = "cla"
+    label = "cla"
+
+    @classmethod
+    def setting_at_ratio(cls, shape, ratio, cache_bits=16, k_share=0.375):
+        """D / ceil(D / span) x fewer bytes: only the spans whose ratio is `ratio`."""
+        D = shape.layers
+        for span in range(1, D + 1):
+            achieved = D / math.ceil(D / span)
+            if math.isclose(achieved, ratio, rel_tol=1e-3):
+                return {"kwargs": {"span": span}, "ratio": achieved}
+        return None
+
+    @classmethod
+    def lossless_setting(cls, shape):
+        return {"span": 1}   # every layer its own group: the teacher
 
     def __init__(self, config, span: int):
         super().__init__(config)

@@ -5,6 +5,8 @@ Bytes per token = 2 * D * H_kv * d_head * bytes(dtype)   (T times less than the 
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from loopkv.cache.base import LoopCache, concat
@@ -12,6 +14,19 @@ from loopkv.cache.base import LoopCache, concat
 
 class FinalLoopCache(LoopCache):
     name = "final_loop"
+    label = "final-loop"
+    not_checked = {"lossless": "keeps only the last loop's K/V: lossless only on a one-loop model "
+                               "(tests/cache/test_final_loop.py)"}
+
+    @classmethod
+    def setting_at_ratio(cls, shape, ratio, cache_bits=16, k_share=0.375):
+        """One row per token and layer: T x fewer bytes than the teacher, and no other ratio."""
+        T = float(shape.loops)
+        return {"kwargs": {}, "ratio": T} if math.isclose(ratio, T, rel_tol=1e-3) else None
+
+    @classmethod
+    def lossless_setting(cls, shape):
+        return {} if shape.loops == 1 else None   # the last loop is every loop only when T = 1
 
     def __init__(self, config):
         super().__init__(config)

@@ -4,6 +4,8 @@ Bytes per token = 2 * T * D * H_kv * d_head * bytes(dtype)   (768 KiB for Ouro-1
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from loopkv.cache.base import LoopCache, concat
@@ -11,6 +13,16 @@ from loopkv.cache.base import LoopCache, concat
 
 class FullLoopCache(LoopCache):
     name = "full"
+    label = "teacher"
+    budgeted = False   # the teacher: the 1x reference, never configured by a ratio
+
+    @classmethod
+    def setting_at_ratio(cls, shape, ratio, cache_bits=16, k_share=0.375):
+        return {"kwargs": {}, "ratio": 1.0} if math.isclose(ratio, 1.0) else None
+
+    @classmethod
+    def lossless_setting(cls, shape):
+        return {}
 
     def __init__(self, config):
         super().__init__(config)

@@ -12,6 +12,8 @@ scale/zero overhead, which the formula counts.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from loopkv.cache.base import LoopCache, concat
@@ -37,6 +39,32 @@ def dequantize(codes: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor, dty
 
 class QuantCache(LoopCache):
     name = "kv_quant"
+    label = "kv_quant"
+    config_keys = ("methods.kv_quant_group",)   # tokens per key-quantisation group
+    not_checked = {
+        "lossless": "lossy at every bit width; its codes are checked against the quantiser's error bound "
+                    "in tests/cache/test_kv_quant.py",
+        "teacher_forced": "no parallel view: a key's quantisation group is filled by later tokens",
+    }
+    known_failures = {
+        "padding": "key groups are aligned to cache slots, left pads included: a left-padded row's groups hold "
+                   "pads and other tokens than alone, so its quantised keys (and results) depend on its batch's "
+                   "padding unless the pad count is a multiple of group_size",
+    }
+
+    @classmethod
+    def setting_at_ratio(cls, shape, ratio, cache_bits=16, k_share=0.375):
+        """cache_bits / bits x fewer bytes (before the scale/zero overhead, which bytes_per_token counts),
+        for the quantisers that exist (BITS)."""
+        bits = cache_bits / ratio
+        if any(math.isclose(bits, b, rel_tol=1e-2) for b in BITS):
+            bits = min(BITS, key=lambda b: abs(b - bits))
+            return {"kwargs": {"bits": bits}, "ratio": cache_bits / bits}
+        return None
+
+    @classmethod
+    def configured_kwargs(cls, kwargs, methods_cfg):
+        return {**kwargs, "group_size": methods_cfg["kv_quant_group"]}
 
     def __init__(self, config, bits: int, group_size: int = 32):
         super().__init__(config)

@@ -11,7 +11,7 @@ Read paths (config `read_path`):
 - full: the reconstructed, rotated K/V of every loop are stored (written over the new tokens' exact
   K/V at the end of their forward): no memory saving, no decode per read (the paper's "full-memory" path).
 - fused: latent storage as `latent`, but attention over past tokens reads the latents directly
-  (serve/latent_attention.py: K rebuilt per tile, V absorbed; the Triton kernel on CUDA, the tiled
+  (kernels/latent_attention.py: K rebuilt per tile, V absorbed; the Triton kernel on CUDA, the tiled
   torch path elsewhere): no K/V of the context is materialised. New tokens attend to their own
   exact K/V and the two parts are merged through their log-sum-exp.
 
@@ -24,17 +24,31 @@ from __future__ import annotations
 import torch
 
 from loopkv.cache.base import LoopCache, attention, concat
+from loopkv.cache.budget import full_rank_setting, latent_setting
 from loopkv.cache.latent_codec import LAYOUTS, LatentCodec, model_sizes
-from loopkv.serve import cpu_kernels
-from loopkv.serve.latent_attention import latent_attention
+from loopkv.kernels import cpu_kernels
+from loopkv.kernels.latent_attention import latent_attention
 
 READ_PATHS = ("latent", "full", "fused")
 
 
 class LLACache(LoopCache):
     name = "lla"
+    label = "LLA"
     layout = "per_head"
-    READ_PATHS = READ_PATHS
+    read_paths = READ_PATHS
+    served_config_keys = ("methods.read_path",)
+    bookkeeping = LoopCache.bookkeeping + (
+        "_pending_kv", "_unwritten", "_rows", "_traced_latents", "_decoders", "_codec_version", "_cpu_module",
+        "_read_memo", "_past_views", "_position_rows")   # a forward's scratch, codec rows, memos of reads
+
+    @classmethod
+    def setting_at_ratio(cls, shape, ratio, cache_bits=16, k_share=0.375):
+        return latent_setting(shape, LAYOUTS[cls.layout], ratio, k_share)
+
+    @classmethod
+    def lossless_setting(cls, shape):
+        return full_rank_setting(shape, LAYOUTS[cls.layout])
 
     def __init__(self, config, codec: LatentCodec, read_path: str = "latent"):
         # the codec's layout must be this method's; its sizes must be this model's
@@ -206,7 +220,7 @@ class LLACache(LoopCache):
     def _latents(self, layer: int, k_loops: list[torch.Tensor], v_loops: list[torch.Tensor]) -> dict:
         """Each loop's pre-RoPE K and V (B, H, L, dh) of one layer -> the tokens' latents (B, G, L, r),
         the store's layout: c = (x - mu) W_down as one batched matmul over the layer's groups. Serving
-        on CPU runs the same operations in one C++ call (serve/cpu_latent_encode.cpp); training
+        on CPU runs the same operations in one C++ call (kernels/cpu_latent_encode.cpp); training
         (gradients to the codec) runs them here."""
         if k_loops[0].device.type == "cpu" and not (torch.is_grad_enabled() and self.codec.down_k.requires_grad):
             module = self._cpu_module if self._new_positions is not None else cpu_kernels.extension()

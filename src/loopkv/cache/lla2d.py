@@ -11,4 +11,5 @@ from loopkv.cache.lla import LLACache
 
 class LLA2DCache(LLACache):
     name = "lla2d"
+    label = "LLA-2D"
     layout = "joint_heads"

@@ -13,6 +13,8 @@ Only a MELT model (config.melt_gate set) reads through this cache, via `attend_m
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from loopkv.cache.base import LoopCache, attention, concat
@@ -21,6 +23,29 @@ from loopkv.cache.full import FullLoopCache
 
 class MeltCache(LoopCache):
     name = "melt"
+    label = "MELT"
+    budgeted = False   # its budget is fixed by its architecture (T x below the teacher)
+    model_variant = True   # served by a MELT model (its own gates, trained in two stages), not the teacher
+    bookkeeping = LoopCache.bookkeeping + ("outputs",)   # attention outputs recorded for stage-2 alignment
+    not_checked = {
+        "lossless": "a model variant: its K/V are projected from MELT's gated state, not the teacher's (alpha = 0, "
+                    "the LoopLM end of stage 1, is checked equal to the teacher in tests/cache/test_melt.py)",
+        "teacher_forced": "its parallel form is the chunk-wise forward, checked against streaming decode "
+                          "in tests/cache/test_melt.py",
+    }
+
+    @classmethod
+    def setting_at_ratio(cls, shape, ratio, cache_bits=16, k_share=0.375):
+        """One row per token and layer: T x fewer bytes than the teacher, whatever T is."""
+        T = float(shape.loops)
+        return {"kwargs": {}, "ratio": T} if math.isclose(ratio, T, rel_tol=1e-3) else None
+
+    @classmethod
+    def untrained_model(cls, teacher):
+        """A MELT student of `teacher` (element-wise gate, zero-initialised) as served: one token per chunk."""
+        from loopkv.models.melt_model import melt_from_teacher
+
+        return melt_from_teacher(teacher, "full", chunk_size=1).eval().requires_grad_(False)
 
     def __init__(self, config, alpha: float = 1.0, record_outputs: bool = False):
         super().__init__(config)

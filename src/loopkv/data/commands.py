@@ -5,99 +5,103 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from loopkv.cli_args import json_arg
+from loopkv.jobs import Arg, JobSpec
+from loopkv.jobs.runner import add_command
 from loopkv.utils.atomic import atomic_path, write_json
 from loopkv.utils.provenance import Provenance
 
 
+_OUT = Arg("out", "output directory")
+_CORPUS_DIR = Arg("corpus", "corpus directory")
+_TOKENIZER_DIR = Arg("tokenizer", "tokenizer directory")
+
+DATA_CORPUS = JobSpec(
+    "data-corpus", "clean the source texts and split them into train/val/test",
+    reads=("seed", "data.corpus"), outputs=(_OUT,), size="data")
+
+DATA_TOKENIZER = JobSpec(
+    "data-tokenizer", "train (or copy) the tokenizer",
+    reads=("data.tokenizer",), inputs=(Arg("train", "the corpus train split (train.txt)"),), outputs=(_OUT,),
+    size="data")
+
+DATA_TASK = JobSpec(
+    "data-task", "generate a synthetic task's train/test examples",
+    reads=("seed", "data.tasks.{task}"),
+    wildcards=(Arg("task", "task name: passkey, arithmetic or cloze", kind="value", positional=True),),
+    inputs=(Arg("corpus", "corpus directory (passkey, cloze)", required=False),
+            Arg("tokenizer", "tokenizer directory (passkey)", required=False)),
+    outputs=(_OUT,), size="data")
+
+DATA_PASSKEY_GRID = JobSpec(
+    "data-passkey-grid", "the passkey grid: trials per (length, depth) cell",
+    reads=("seed", "data.tasks.passkey", "passkey_grid.lengths", "passkey_grid.depths", "passkey_grid.trials"),
+    inputs=(Arg("corpus", "corpus directory (corpus filler)"),
+            Arg("tokenizer", "tokenizer directory (lengths are in its tokens)")),
+    outputs=(Arg("out", "output directory (test.jsonl, manifest.json)"),), size="data")
+
+DATA_BENCH = JobSpec(
+    "data-bench", "a real benchmark from offline package files, normalised to JSONL",
+    wildcards=(Arg("bench", "benchmark name (see loopkv.data.benchmarks.BENCHMARKS)", kind="value", positional=True),),
+    outputs=(Arg("out", "output directory (test.jsonl, manifest.json)"),), size="data")
+
+
 def register(subparsers) -> None:
-
-    p = subparsers.add_parser("data-corpus", help="clean the source texts and split them into train/val/test")
-    p.add_argument("--cfg", type=json_arg, required=True, help="the data.corpus config section as JSON")
-    p.add_argument("--seed", type=int, required=True)
-    p.add_argument("--out", type=Path, required=True, help="output directory")
-    p.set_defaults(func=run_corpus)
-
-    p = subparsers.add_parser("data-tokenizer", help="train (or copy) the tokenizer")
-    p.add_argument("--cfg", type=json_arg, required=True, help="the data.tokenizer config section as JSON")
-    p.add_argument("--train", type=Path, required=True, help="the corpus train split (train.txt)")
-    p.add_argument("--out", type=Path, required=True, help="output directory")
-    p.set_defaults(func=run_tokenizer)
-
-    p = subparsers.add_parser("data-task", help="generate a synthetic task's train/test examples")
-    p.add_argument("name", help="task name: passkey, arithmetic or cloze")
-    p.add_argument("--cfg", type=json_arg, required=True, help="the data.tasks.<name> config section as JSON")
-    p.add_argument("--seed", type=int, required=True)
-    p.add_argument("--corpus", type=Path, help="corpus directory (passkey, cloze)")
-    p.add_argument("--tokenizer", type=Path, help="tokenizer directory (passkey)")
-    p.add_argument("--out", type=Path, required=True, help="output directory")
-    p.set_defaults(func=run_task)
-
-    p = subparsers.add_parser("data-passkey-grid", help="the passkey grid: trials per (length, depth) cell")
-    p.add_argument("--cfg", type=json_arg, required=True, help='{"passkey": data.tasks.passkey, "passkey_grid": ...}')
-    p.add_argument("--seed", type=int, required=True)
-    p.add_argument("--corpus", type=Path, required=True, help="corpus directory (corpus filler)")
-    p.add_argument("--tokenizer", type=Path, required=True, help="tokenizer directory (lengths are in its tokens)")
-    p.add_argument("--out", type=Path, required=True, help="output directory (test.jsonl, manifest.json)")
-    p.set_defaults(func=run_passkey_grid)
+    add_command(subparsers, DATA_CORPUS, run_corpus)
+    add_command(subparsers, DATA_TOKENIZER, run_tokenizer)
+    add_command(subparsers, DATA_TASK, run_task)
+    add_command(subparsers, DATA_PASSKEY_GRID, run_passkey_grid)
+    add_command(subparsers, DATA_BENCH, run_bench)
 
     p = subparsers.add_parser("fetch-bigbench", help="download PyPI's bigbench==1.0.0 sdist (BBH's source tasks), sha256-checked")
     p.add_argument("--dest", type=Path, help="where to put it (default: inside this environment, where BBH looks)")
     p.set_defaults(func=run_fetch_bigbench)
 
-    p = subparsers.add_parser("data-bench", help="a real benchmark from offline package files, normalised to JSONL")
-    p.add_argument("name", help="benchmark name (see loopkv.data.benchmarks.BENCHMARKS)")
-    p.add_argument("--out", type=Path, required=True, help="output directory (test.jsonl, manifest.json)")
-    p.set_defaults(func=run_bench)
 
 
-def run_corpus(args) -> int:
+def run_corpus(job) -> int:
     from loopkv.data.corpus import build_corpus
     from loopkv.data.sources import resolve_sources
 
-    inputs = {source.name: source.path for source in resolve_sources(args.cfg)}
-    provenance = Provenance(args.cfg, args.seed, inputs)
-    return _build(args.out, provenance, lambda out: build_corpus(args.cfg, args.seed, out))
+    cfg = job.cfg["data"]["corpus"]
+    job.prov.add_inputs({source.name: source.path for source in resolve_sources(cfg)})
+    return _build(Path(job.args.out), job.prov, lambda out: build_corpus(cfg, job.seed, out))
 
 
-def run_tokenizer(args) -> int:
+def run_tokenizer(job) -> int:
     from loopkv.data.tokenizer import train_tokenizer
 
-    inputs = {"train": args.train}
-    if isinstance(args.cfg, dict) and args.cfg.get("kind") == "pretrained" and args.cfg.get("path"):
-        if Path(args.cfg["path"]).is_dir():   # a bad path is reported by train_tokenizer, naming the key
-            inputs["pretrained"] = Path(args.cfg["path"])
-    provenance = Provenance(args.cfg, None, inputs)
-    return _build(args.out, provenance, lambda out: train_tokenizer(args.cfg, args.train, out))
+    cfg, train = job.cfg["data"]["tokenizer"], Path(job.args.train)
+    if cfg["kind"] == "pretrained" and cfg["path"] and Path(cfg["path"]).is_dir():
+        job.prov.add_inputs({"pretrained": cfg["path"]})   # a bad path is reported by train_tokenizer, naming the key
+    return _build(Path(job.args.out), job.prov, lambda out: train_tokenizer(cfg, train, out))
 
 
-def run_task(args) -> int:
+def run_task(job) -> int:
     from loopkv.data.tasks import build_task, get_task
 
-    get_task(args.name)   # fail on a bad name before anything is hashed or written
-    inputs = {name: path for name, path in (("corpus", args.corpus), ("tokenizer", args.tokenizer)) if path}
-    provenance = Provenance(args.cfg, args.seed, inputs)
-    return _build(args.out, provenance,
-                  lambda out: build_task(args.name, args.cfg, args.seed, args.corpus, args.tokenizer, out))
+    args = job.args
+    get_task(args.task)   # fail on a bad name before anything is written
+    corpus, tokenizer = (Path(p) if p else None for p in (args.corpus, args.tokenizer))
+    cfg = job.cfg["data"]["tasks"][args.task]
+    return _build(Path(args.out), job.prov, lambda out: build_task(args.task, cfg, job.seed, corpus, tokenizer, out))
 
 
-def run_passkey_grid(args) -> int:
+def run_passkey_grid(job) -> int:
     from loopkv.data.tasks.common import TaskInputs
     from loopkv.data.tasks.passkey import make_grid
     from loopkv.utils.atomic import write_jsonl
     from loopkv.utils.seeding import derive_seed
 
-    grid = args.cfg["passkey_grid"]
-    provenance = Provenance(args.cfg, args.seed, {"corpus": args.corpus, "tokenizer": args.tokenizer})
+    args, grid = job.args, job.cfg["passkey_grid"]
 
     def build(out: Path) -> dict:
-        rows = make_grid(args.cfg["passkey"], grid["lengths"], grid["depths"], grid["trials"],
-                         derive_seed(args.seed, "passkey-grid"), TaskInputs(args.corpus, args.tokenizer))
+        rows = make_grid(job.cfg["data"]["tasks"]["passkey"], grid["lengths"], grid["depths"], grid["trials"],
+                         derive_seed(job.seed, "passkey-grid"), TaskInputs(Path(args.corpus), Path(args.tokenizer)))
         write_jsonl(out / "test.jsonl", rows)
         return {"examples": len(rows), "lengths": grid["lengths"], "depths": grid["depths"], "trials": grid["trials"],
                 "max_tokens": max(r["meta"]["n_tokens"] for r in rows)}
 
-    return _build(args.out, provenance, build)
+    return _build(Path(args.out), job.prov, build)
 
 
 def run_fetch_bigbench(args) -> int:
@@ -107,11 +111,11 @@ def run_fetch_bigbench(args) -> int:
     return 0
 
 
-def run_bench(args) -> int:
+def run_bench(job) -> int:
     from loopkv.data.benchmarks import get_benchmark
     from loopkv.utils.atomic import write_jsonl
 
-    bench = get_benchmark(args.name)
+    bench = get_benchmark(job.args.bench)
 
     def build(out: Path) -> dict:
         rows, sources = bench.read()
@@ -119,7 +123,7 @@ def run_bench(args) -> int:
         # the source files (package, version, sha256) are this result's inputs: a reviewer re-hashes them
         return {"benchmark": bench.name, "kind": bench.kind, "examples": len(rows), "sources": sources}
 
-    return _build(args.out, Provenance({"benchmark": bench.name}, None, {}), build)
+    return _build(Path(job.args.out), job.prov, build)
 
 
 def _build(out_dir: Path, provenance: Provenance, build) -> int:

@@ -79,7 +79,7 @@ def _train_bpe(cfg: dict, train_txt: Path):
         pre_tokenizers.ByteLevel(add_prefix_space=False),
     ])
     tokenizer.decoder = decoders.ByteLevel()
-    # a prompt starts with <bos>, as the tiny teacher is trained (train/mixture.py: encode_prompt adds
+    # a prompt starts with <bos>, as the tiny teacher is trained (data/encoding.py: encode_prompt adds
     # whatever the tokenizer's own post-processor adds; a real checkpoint's may add nothing)
     tokenizer.post_processor = processors.TemplateProcessing(
         single="<bos> $A", pair="<bos> $A $B", special_tokens=[("<bos>", SPECIAL_TOKENS.index("<bos>"))])

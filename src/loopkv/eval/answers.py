@@ -1,10 +1,14 @@
 """Final-answer extraction and checking for generated solutions: GSM8K (a number) and MATH (a LaTeX
 expression: string normalisation first, then symbolic equality of simple forms with sympy).
-`None` from an extractor means the output has no answer at all (counted as the no-answer rate)."""
+`None` from an extractor means the output has no answer at all (counted as the no-answer rate).
+The formats themselves (a number's spelling, MATH's last \\boxed) are read by data/answer_formats.py,
+the same parser that reads the gold answers."""
 from __future__ import annotations
 
 import re
 from fractions import Fraction
+
+from loopkv.data.answer_formats import canonical_number, last_boxed
 
 _NUMBER = re.compile(r"-?[\d,]*\.?\d+")
 _ANSWER_IS = re.compile(r"answer is[:\s]*\$?([^\n$]+?)\$?(?:\.\s|\.?$|\n| I hope)", re.IGNORECASE)
@@ -13,37 +17,20 @@ _ANSWER_IS = re.compile(r"answer is[:\s]*\$?([^\n$]+?)\$?(?:\.\s|\.?$|\n| I hope
 # ---------------------------------------------------------------- GSM8K
 
 
-def _clean_number(text: str) -> str | None:
-    text = text.replace(",", "").replace("$", "").strip().rstrip(".")
-    try:
-        value = Fraction(text)
-    except (ValueError, ZeroDivisionError):
-        return None
-    return str(value.numerator) if value.denominator == 1 else f"{float(value):g}"
-
-
-def gsm8k_gold(answer_field: str) -> str:
-    """The number after GSM8K's '####' in a reference solution."""
-    found = _clean_number(answer_field.rsplit("####", 1)[-1])
-    if found is None:
-        raise ValueError(f"no final number after '####' in {answer_field[-60:]!r}")
-    return found
-
-
 def extract_gsm8k(text: str) -> str | None:
     """The predicted number: after '####' if present, else after 'the answer is', else the last
     number in the text (the usual flexible extraction); None when the text has no number."""
     if "####" in text:
         numbers = _NUMBER.findall(text.split("####", 1)[1])
         if numbers:
-            return _clean_number(numbers[0])
+            return canonical_number(numbers[0])
     said = _ANSWER_IS.search(text)
     if said:
         numbers = _NUMBER.findall(said.group(1))
         if numbers:
-            return _clean_number(numbers[0])
+            return canonical_number(numbers[0])
     numbers = _NUMBER.findall(text)
-    return _clean_number(numbers[-1]) if numbers else None
+    return canonical_number(numbers[-1]) if numbers else None
 
 
 def gsm8k_correct(text: str, gold: str) -> bool:
@@ -52,25 +39,6 @@ def gsm8k_correct(text: str, gold: str) -> bool:
 
 
 # ---------------------------------------------------------------- MATH
-
-
-def last_boxed(text: str) -> str | None:
-    """Contents of the last \\boxed{...} (or \\fbox{...}) with balanced braces; `\\boxed 5` too."""
-    start = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
-    if start < 0:
-        return None
-    rest = text[start:].split("box", 1)[1]
-    if rest.startswith(("ed ", " ")):
-        return rest.split(" ", 1)[1].split("$")[0].strip() or None
-    brace = rest.find("{")
-    if brace < 0:
-        return None
-    depth = 0
-    for i in range(brace, len(rest)):
-        depth += {"{": 1, "}": -1}.get(rest[i], 0)
-        if depth == 0:
-            return rest[brace + 1:i]
-    return None
 
 
 def extract_math(text: str) -> str | None:

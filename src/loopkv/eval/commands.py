@@ -3,71 +3,66 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loopkv.cli_args import add_device_arg, json_arg, named_path
+from loopkv.jobs import Arg, JobSpec, MethodKeys, View
+from loopkv.jobs.runner import add_command
 from loopkv.utils.atomic import write_json
-from loopkv.utils.provenance import Provenance
+
+
+_TEACHER = Arg("teacher", "teacher model directory")
+_CORPUS = Arg("corpus", "corpus directory (test.txt)")
+_TASKS = Arg("task", "NAME=DIR with test.jsonl", kind="named", required=False)
+_METRICS = (Arg("out", "metrics JSON"), Arg("samples", "per-sample JSON (generations, correctness)", required=False))
+
+TEACHER_EVAL = JobSpec(
+    "teacher-eval", "quality of the teacher with its full cache",
+    reads=("seed", "teacher_eval", "model.dtype"),
+    inputs=(_TEACHER, _CORPUS, _TASKS), outputs=_METRICS,
+    threads="teacher_eval.threads", device=True, size="eval")
+
+METHOD_EVAL = JobSpec(
+    "method-eval", "quality of a KV method at a budget, streaming through its own cache",
+    # method_eval's settings (a MELT recipe batched at melt.eval_batch_size: views.method_eval)
+    reads=("seed", View("method_eval", "loopkv.jobs.views:method_eval", depends=("method_eval", "melt.eval_batch_size")),
+           "model.dtype", MethodKeys(served=True)),
+    wildcards=(Arg("method", "a registered KV method (full = the teacher's cache)", kind="value"),
+               Arg("budget", "a budget label of methods.budgets, or 1x for full", kind="value")),
+    inputs=(_TEACHER, Arg("codec", "distilled codec (.pt) of a codec method", required=False),
+            Arg("student", "a trained MELT model directory (method melt): evaluated against --teacher", required=False),
+            _CORPUS, _TASKS),
+    outputs=_METRICS,
+    threads="method_eval.threads", device=True, size="eval")
+
+MELT_MEMORY = JobSpec(
+    "melt-memory", "cache bytes and process memory against generated tokens, and bytes against T",
+    reads=("melt.memory_lengths", "melt.memory_batch", "melt.memory_loops", "melt.memory_methods", "model.dtype",
+           MethodKeys(source="melt.memory_methods", served=False)),
+    wildcards=(Arg("budget", "MELT's budget label in methods.budgets (ratio T)", kind="value"),),
+    inputs=(_TEACHER, Arg("student", "the MELT model directory"),
+            Arg("codec", "METHOD=codec.pt for each codec method compared", kind="named", required=False)),
+    outputs=(Arg("out", "memory JSON"),),
+    threads="melt.threads", device=True, size="eval")
 
 
 def register(sub) -> None:
-    p = sub.add_parser("teacher-eval", help="quality of the teacher with its full cache")
-    p.add_argument("--cfg", type=json_arg, required=True, help='{"teacher_eval": ..., "model": ...} slice')
-    p.add_argument("--seed", type=int, required=True)
-    p.add_argument("--teacher", required=True, help="teacher model directory")
-    p.add_argument("--corpus", required=True, help="corpus directory (test.txt)")
-    p.add_argument("--task", type=named_path, action="append", default=[], help="NAME=DIR with test.jsonl")
-    p.add_argument("--out", required=True, help="metrics JSON")
-    p.add_argument("--samples", help="per-sample JSON (generations, correctness)")
-    add_device_arg(p)
-    p.set_defaults(func=_teacher_eval)
-
-    p = sub.add_parser("method-eval", help="quality of a KV method at a budget, streaming through its own cache")
-    p.add_argument("--cfg", type=json_arg, required=True, help='{"method_eval", "methods", "model"} slice')
-    p.add_argument("--seed", type=int, required=True)
-    p.add_argument("--method", required=True, help="a registered KV method (full = the teacher's cache)")
-    p.add_argument("--budget", required=True, help="a budget label of methods.budgets, or 1x for full")
-    p.add_argument("--teacher", required=True, help="teacher model directory")
-    p.add_argument("--codec", help="distilled codec (.pt) for lla, lla2d, mla_head")
-    p.add_argument("--student", help="a trained MELT model directory (method melt): evaluated against --teacher")
-    p.add_argument("--corpus", required=True, help="corpus directory (test.txt)")
-    p.add_argument("--task", type=named_path, action="append", default=[], help="NAME=DIR with test.jsonl")
-    p.add_argument("--out", required=True, help="metrics JSON")
-    p.add_argument("--samples", help="per-sample JSON (generations, correctness)")
-    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (not part of the result)")
-    add_device_arg(p)
-    p.set_defaults(func=_method_eval)
+    add_command(sub, TEACHER_EVAL, _teacher_eval)
+    add_command(sub, METHOD_EVAL, _method_eval)
+    add_command(sub, MELT_MEMORY, _melt_memory)
 
 
-    p = sub.add_parser("melt-memory", help="cache bytes and process memory against generated tokens, and bytes against T")
-    p.add_argument("--cfg", type=json_arg, required=True, help='{"melt": memory keys, "methods", "model"} slice')
-    p.add_argument("--teacher", required=True, help="teacher model directory")
-    p.add_argument("--student", required=True, help="the MELT model directory")
-    p.add_argument("--budget", required=True, help="MELT's budget label in methods.budgets (ratio T)")
-    p.add_argument("--codec", action="append", type=named_path, default=[],
-                   help="METHOD=codec.pt for each codec method compared")
-    p.add_argument("--out", required=True, help="memory JSON")
-    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (not part of the result)")
-    add_device_arg(p)
-    p.set_defaults(func=_melt_memory)
-
-
-def _melt_memory(args) -> None:
+def _melt_memory(job) -> None:
     import torch
 
-    from loopkv.cache.settings import CODEC_METHODS
+    from loopkv.cache.registry import codec_methods
     from loopkv.errors import LoopKVError
     from loopkv.eval.memory import bytes_over_loops, measure
     from loopkv.utils.device import describe
     from loopkv.models.loading import load_teacher
     from loopkv.models.melt_model import load_melt
-    from loopkv.utils.device import resolve_device
 
-    device = resolve_device(args.device)
-    cfg, methods_cfg, dtype = args.cfg["melt"], args.cfg["methods"], args.cfg["model"]["dtype"]
-    torch.set_num_threads(args.threads)
-    codecs = dict(args.codec)
-    prov = Provenance(args.cfg, 0, {"teacher": args.teacher, "student": args.student,
-                                     **{f"codec:{k}": v for k, v in codecs.items()}})
-    missing = [m for m in cfg["memory_methods"] if m in CODEC_METHODS and m not in codecs]
+    args, device = job.args, job.device
+    cfg, methods_cfg, dtype = job.cfg["melt"], job.cfg["methods"], job.cfg["model"]["dtype"]
+    codecs = job.named("codec")
+    missing = [m for m in cfg["memory_methods"] if m in codec_methods() and m not in codecs]
     if missing:
         raise LoopKVError(f"codec methods {missing} need --codec METHOD=codec.pt")
     teacher = load_teacher(args.teacher, dtype, device)
@@ -85,35 +80,27 @@ def _melt_memory(args) -> None:
     write_json(args.out, {"curves": curves, "bytes_over_loops": loops, "compute_dtype": dtype,
                           "device": describe(device),
                           "batch": cfg["memory_batch"], "prompt_tokens": common["prompt_len"],
-                          "cache_dtype": methods_cfg["cache_dtype"], "provenance": prov.block()})
+                          "cache_dtype": methods_cfg["cache_dtype"], "provenance": job.prov.block()})
 
 
-def _teacher_eval(args) -> None:
-    import torch
-
+def _teacher_eval(job) -> None:
     from loopkv.data.tokenizer import load_tokenizer
     from loopkv.eval.quality import evaluate_quality
     from loopkv.models.loading import load_teacher
-    from loopkv.utils.device import resolve_device
-    from loopkv.utils.seeding import derive_seed, seed_everything
 
-    cfg = args.cfg["teacher_eval"]
-    torch.set_num_threads(cfg.get("threads", torch.get_num_threads()))
-    seed_everything(derive_seed(args.seed, "teacher-eval"))
-    task_dirs = dict(args.task)
-    prov = Provenance(args.cfg, args.seed, {"teacher": args.teacher, "corpus": args.corpus,
-                                            **{f"task:{k}": v for k, v in task_dirs.items()}})
-    model = load_teacher(args.teacher, args.cfg["model"]["dtype"], resolve_device(args.device))
+    args, cfg = job.args, job.cfg["teacher_eval"]
+    job.seed_everything("teacher-eval")
+    model = load_teacher(args.teacher, job.cfg["model"]["dtype"], job.device)
     tokenizer = load_tokenizer(args.teacher)
-    metrics, samples = evaluate_quality(model, tokenizer, args.corpus, task_dirs, cfg, cfg["seq_len"])
+    metrics, samples = evaluate_quality(model, tokenizer, args.corpus, job.named("task"), cfg, cfg["seq_len"])
     metrics["kv_method"] = "full"
-    metrics["cache_dtype"] = args.cfg["model"]["dtype"]
+    metrics["cache_dtype"] = job.cfg["model"]["dtype"]
     if args.samples:
-        write_json(args.samples, {"samples": samples, "provenance": prov.block()})
-    write_json(args.out, {"metrics": metrics, "provenance": prov.block()})
+        write_json(args.samples, {"samples": samples, "provenance": job.prov.block()})
+    write_json(args.out, {"metrics": metrics, "provenance": job.prov.block()})
 
 
-def _method_eval(args) -> None:
+def _method_eval(job) -> None:
     import torch
 
     from loopkv.cache import make_cache
@@ -121,23 +108,15 @@ def _method_eval(args) -> None:
     from loopkv.eval.fidelity import teacher_fidelity
     from loopkv.eval.method_model import load_method_model
     from loopkv.eval.quality import evaluate_quality
-    from loopkv.train.mixture import encode_text, heldout_windows
-    from loopkv.utils.device import resolve_device
-    from loopkv.utils.seeding import derive_seed, seed_everything
+    from loopkv.data.encoding import encode_text
+    from loopkv.data.windows import heldout_windows
 
-    cfg, methods_cfg = args.cfg["method_eval"], args.cfg["methods"]
-    torch.set_num_threads(args.threads)
-    seed_everything(derive_seed(args.seed, "method-eval", args.method, args.budget))
-    task_dirs = dict(args.task)
-    inputs = {"teacher": args.teacher, "corpus": args.corpus, **{f"task:{k}": v for k, v in task_dirs.items()}}
-    for name in ("codec", "student"):
-        if getattr(args, name):
-            inputs[name] = getattr(args, name)
-    prov = Provenance({**args.cfg, "method": args.method, "budget": args.budget}, args.seed, inputs)
+    args, cfg, methods_cfg = job.args, job.cfg["method_eval"], job.cfg["methods"]
+    job.seed_everything("method-eval", args.method, args.budget)
+    task_dirs = job.named("task")
     # MELT is a model variant: its own weights, read through its own cache, scored against the teacher
-    served = load_method_model(args.teacher, args.method, args.budget, methods_cfg, args.cfg["model"]["dtype"],
-                               codec_path=args.codec, student_dir=args.student,
-                               device=resolve_device(args.device))
+    served = load_method_model(args.teacher, args.method, args.budget, methods_cfg, job.cfg["model"]["dtype"],
+                               codec_path=args.codec, student_dir=args.student, device=job.device)
     model, student, tokenizer, setting = served.teacher, served.model, served.tokenizer, served.setting
     factory, cache_dtype = served.cache_factory, getattr(torch, methods_cfg["cache_dtype"])
 
@@ -145,7 +124,7 @@ def _method_eval(args) -> None:
                               cfg["seq_len"], cfg["kl_windows"])[:, :cfg["seq_len"]]
     metrics = {"method": args.method, "budget": args.budget, "setting": setting,
                "read_path": served.read_path,
-               "cache_dtype": methods_cfg["cache_dtype"], "compute_dtype": args.cfg["model"]["dtype"],
+               "cache_dtype": methods_cfg["cache_dtype"], "compute_dtype": job.cfg["model"]["dtype"],
                # the budget: what the method stores on its capacity path (latent for lla / lla2d) ...
                "bytes_per_token": cache_factory(setting, model.config, served.codec, read_path="latent")()
                .bytes_per_token(cache_dtype),
@@ -160,5 +139,5 @@ def _method_eval(args) -> None:
                                         cache_factory=factory, heldout=False)
     metrics.update(quality)
     if args.samples:
-        write_json(args.samples, {"samples": samples, "provenance": prov.block()})
-    write_json(args.out, {"metrics": metrics, "provenance": prov.block()})
+        write_json(args.samples, {"samples": samples, "provenance": job.prov.block()})
+    write_json(args.out, {"metrics": metrics, "provenance": job.prov.block()})

@@ -1,15 +1,26 @@
 """How closely a KV method reproduces the teacher: KL(p_teacher || p_method) and top-1 agreement of
 the final-loop next-token distributions on held-out windows, with the method's logits produced by
 streaming decode through its own cache (token by token, as served) and the teacher's by one exact
-forward. Position 0 is excluded: it has no past, so every method is exact there."""
+forward. Position 0 is excluded: it has no past, so every method is exact there.
+
+The per-token measure, distribution_match, is also the KL the distillation stages train on
+(train/distill.py, train/melt.py)."""
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
 from loopkv.eval.generation import CacheFactory, streamed_logits
-from loopkv.train.objectives import distribution_match
 from loopkv.utils.device import model_device
+
+
+def distribution_match(teacher_logits: torch.Tensor, student_logits: torch.Tensor) -> dict:
+    """Per token: KL(p_teacher || p_student) in nats and whether the argmaxes agree.
+    Both (B, L, V); returns (B, L) tensors `kl` and `top1`."""
+    t = torch.log_softmax(teacher_logits.float(), dim=-1)
+    s = torch.log_softmax(student_logits.float(), dim=-1)
+    kl = (t.exp() * (t - s)).sum(-1)
+    return {"kl": kl, "top1": (teacher_logits.argmax(-1) == student_logits.argmax(-1)).float()}
 
 
 @torch.no_grad()

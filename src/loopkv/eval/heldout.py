@@ -1,10 +1,21 @@
-"""Teacher-forced next-token cross-entropy of every loop on fixed held-out windows."""
+"""Teacher-forced next-token cross-entropy of every loop on fixed held-out windows. Its per-token
+measure, per_loop_cross_entropy, is also what Ouro's training objective weights (train/objectives.py)."""
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
-from loopkv.train.objectives import per_loop_cross_entropy
 from loopkv.utils.device import model_device
+
+
+def per_loop_cross_entropy(loop_logits, labels: torch.Tensor) -> torch.Tensor:
+    """loop_logits: T tensors (B, L, V); labels (B, L) aligned with the logits (-100 = ignore).
+    Returns (T, B, L) token losses (0 where ignored)."""
+    losses = []
+    for logits in loop_logits:
+        ce = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100, reduction="none")
+        losses.append(ce.view(labels.shape))
+    return torch.stack(losses)
 
 
 @torch.no_grad()

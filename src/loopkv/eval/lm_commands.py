@@ -7,9 +7,30 @@ import hashlib
 import json
 from pathlib import Path
 
-from loopkv.cli_args import add_device_arg, json_arg, named_path
+from loopkv.cli_args import named_path
+from loopkv.jobs import Arg, JobSpec, MethodKeys, View
+from loopkv.jobs.runner import add_command
 from loopkv.utils.atomic import write_json
-from loopkv.utils.provenance import Provenance
+
+LM_EVAL_SHARD = JobSpec(
+    "lm-eval-shard", "one shard of one loopkv task for one (method, budget), through lm-eval",
+    # the one task's settings (views.lm_eval_task): its shard count is in the output's name
+    reads=("seed", "lm_eval.batch_size", View("lm_eval.tasks", "loopkv.jobs.views:lm_eval_task", depends=("lm_eval.tasks",)),
+           "model.dtype", MethodKeys(served=True)),
+    wildcards=(Arg("task", "a loopkv task name, e.g. loopkv_gsm8k", kind="value"),
+               Arg("method", "a registered KV method", kind="value"), Arg("budget", "its budget label", kind="value"),
+               Arg("shard", "this shard's index", kind="int"), Arg("shards", "the task's shard count", kind="int")),
+    inputs=(Arg("teacher", "teacher model directory"), Arg("data", "the task's data directory (test.jsonl)"),
+            Arg("codec", "distilled codec (.pt) for codec methods", required=False),
+            Arg("student", "MELT model directory for method melt", required=False)),
+    outputs=(Arg("out", "shard result JSON"),),
+    extra=(Arg("cache-dir", "lm-eval request cache folder of this model (kept between runs)", required=False),),
+    threads="lm_eval.threads", device=True, size="eval")
+
+LM_EVAL_MERGE = JobSpec(
+    "lm-eval-merge", "the shards of one task into its result (equal to an unsharded run)",
+    inputs=(Arg("shards", "shard result JSONs", kind="paths", positional=True),),
+    outputs=(Arg("out", "the task's result JSON"),))
 
 
 def register(sub) -> None:
@@ -24,29 +45,9 @@ def register(sub) -> None:
     p.add_argument("lm_eval_args", nargs=argparse.REMAINDER, help="lm-eval's own arguments (after --)")
     p.set_defaults(func=_lm_eval_cli)
 
-    p = sub.add_parser("lm-eval-shard", help="one shard of one loopkv task for one (method, budget), through lm-eval")
-    p.add_argument("--cfg", type=json_arg, required=True,
-                   help='{"lm_eval": {batch_size, tasks.<data>}, "methods", "model"} slice')
-    p.add_argument("--seed", type=int, required=True)
-    p.add_argument("--task", required=True, help="a loopkv task name, e.g. loopkv_gsm8k")
-    p.add_argument("--data", required=True, help="the task's data directory (test.jsonl)")
-    p.add_argument("--method", required=True)
-    p.add_argument("--budget", required=True)
-    p.add_argument("--teacher", required=True, help="teacher model directory")
-    p.add_argument("--codec", help="distilled codec (.pt) for codec methods")
-    p.add_argument("--student", help="MELT model directory for method melt")
-    p.add_argument("--shard", type=int, required=True)
-    p.add_argument("--shards", type=int, required=True)
-    p.add_argument("--cache-dir", help="lm-eval request cache folder of this model (kept between runs)")
-    p.add_argument("--out", required=True, help="shard result JSON")
-    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (not part of the result)")
-    add_device_arg(p)
-    p.set_defaults(func=_lm_eval_shard)
+    add_command(sub, LM_EVAL_SHARD, _lm_eval_shard)
 
-    p = sub.add_parser("lm-eval-merge", help="the shards of one task into its result (equal to an unsharded run)")
-    p.add_argument("shards", nargs="+", help="shard result JSONs")
-    p.add_argument("--out", required=True)
-    p.set_defaults(func=_lm_eval_merge)
+    add_command(sub, LM_EVAL_MERGE, _lm_eval_merge)
 
 
 def _lm_eval_cli(args) -> int:
@@ -54,10 +55,10 @@ def _lm_eval_cli(args) -> int:
     import tempfile
 
     import loopkv.eval.lm_model  # noqa: F401  (registers the "loopkv" model)
-    from loopkv.eval.lm_runner import _offline
+    from loopkv.eval.lm_runner import stay_offline
     from loopkv.eval.lm_tasks import task_config, write_task_yamls
 
-    _offline()
+    stay_offline()
     rest = list(args.lm_eval_args)
     if rest[:1] == ["--"]:
         rest = rest[1:]
@@ -88,44 +89,35 @@ def model_fingerprint(prov_inputs: dict, served: dict, names=("teacher", "codec"
     return digest.hexdigest()[:12]
 
 
-def _lm_eval_shard(args) -> None:
-    import torch
-
+def _lm_eval_shard(job) -> None:
     from loopkv.eval.lm_model import LoopKVLM
     from loopkv.eval.lm_runner import run_task, select_docs, shard_docs
     from loopkv.eval.lm_tasks import get_lm_task, task_config
     from loopkv.eval.method_model import load_method_model
     from loopkv.utils.atomic import read_jsonl
-    from loopkv.utils.device import resolve_device
     from loopkv.utils.seeding import derive_seed
 
-    torch.set_num_threads(args.threads)
+    args, prov = job.args, job.prov
     task = get_lm_task(args.task)
-    settings = args.cfg["lm_eval"]["tasks"][task.data]
-    inputs = {"teacher": args.teacher, "data": args.data}
-    for name in ("codec", "student"):
-        if getattr(args, name):
-            inputs[name] = getattr(args, name)
-    prov = Provenance({**args.cfg, "task": args.task, "method": args.method, "budget": args.budget,
-                       "shard": args.shard, "shards": args.shards}, args.seed, inputs)
-    served = load_method_model(args.teacher, args.method, args.budget, args.cfg["methods"],
-                               args.cfg["model"]["dtype"], codec_path=args.codec, student_dir=args.student,
-                               device=resolve_device(args.device))
-    lm = LoopKVLM(served=served, batch_size=args.cfg["lm_eval"]["batch_size"])
+    settings = job.cfg["lm_eval"]["tasks"][task.data]
+    served = load_method_model(args.teacher, args.method, args.budget, job.cfg["methods"],
+                               job.cfg["model"]["dtype"], codec_path=args.codec, student_dir=args.student,
+                               device=job.device)
+    lm = LoopKVLM(served=served, batch_size=job.cfg["lm_eval"]["batch_size"])
     cfg = task_config(args.task, args.data, settings.get("max_gen_toks"), served.tokenizer)
     total = len(read_jsonl(Path(args.data, "test.jsonl"), "task data"))
-    selection = select_docs(total, settings.get("max_docs"), derive_seed(args.seed, "lm-eval", task.data))
+    selection = select_docs(total, settings.get("max_docs"), derive_seed(job.seed, "lm-eval", task.data))
     docs = shard_docs(selection, args.shard, args.shards)
     cache_db = None
     if args.cache_dir:
         # one sqlite file per (model weights, task, shard): concurrent shards never share a writer
         block = prov.block()
         served_as = {"method": args.method, "budget": args.budget, "setting": served.setting,
-                     "methods": args.cfg["methods"], "model": args.cfg["model"]}
+                     "methods": job.cfg["methods"], "model": job.cfg["model"]}
         folder = Path(args.cache_dir) / model_fingerprint(block["inputs"], served_as)
         folder.mkdir(parents=True, exist_ok=True)
         cache_db = str(folder / f"{args.task}-{args.shard}of{args.shards}")
-    result = run_task(lm, cfg, docs, cache_db=cache_db, seed=derive_seed(args.seed, "lm-eval-run", task.data))
+    result = run_task(lm, cfg, docs, cache_db=cache_db, seed=derive_seed(job.seed, "lm-eval-run", task.data))
     result.update({"shard": args.shard, "shards": args.shards, "selection": selection, "total_docs": total,
                    "method": args.method, "budget": args.budget, "setting": served.setting,
                    "headline": task.metric, "provenance": prov.block()})
@@ -138,10 +130,11 @@ SHARD_FIELDS = {"task": str, "selection": list, "samples": list, "metrics": dict
                 "provenance": dict}
 
 
-def _lm_eval_merge(args) -> None:
+def _lm_eval_merge(job) -> None:
     from loopkv.errors import LoopKVError
     from loopkv.eval.lm_runner import merge_shards
 
+    args = job.args
     from loopkv.utils.checked_io import read_json
 
     shards = [read_json(p, "lm-eval shard", SHARD_FIELDS) for p in args.shards]

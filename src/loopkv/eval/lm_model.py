@@ -6,7 +6,7 @@ task scored here and the same task scored directly give the same numbers:
   token by token (as method-eval scores every Table 1 cell, the teacher's own cache included);
 - loglikelihood_rolling: disjoint windows of the model's trained length, each scored the same way;
 - generate_until: greedy, batched, streamed through the method's cache, cut at eos and `until`.
-Contexts are framed as the tokenizer frames a text (train/mixture.py encode_prompt: our tiny
+Contexts are framed as the tokenizer frames a text (data/encoding.py encode_prompt: our tiny
 teacher's leading <bos>, nothing for Ouro's); continuations without special tokens.
 
 Command line: `loopkv lm-eval --model loopkv --model_args teacher=DIR,method=lla,budget=4x,codec=PT,config=YAML ...`.
@@ -19,10 +19,10 @@ import torch
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
+from loopkv.data.encoding import encode_prompt
 from loopkv.errors import LoopKVError
 from loopkv.eval.generation import continuation_scores, greedy_generate
 from loopkv.eval.method_model import MethodModel, load_method_model
-from loopkv.train.mixture import encode_prompt
 
 
 @register_model("loopkv")

@@ -29,7 +29,8 @@ def shard_docs(selection: list[int], shard: int, shards: int) -> list[int]:
     return selection[shard::shards]
 
 
-def _offline() -> None:
+def stay_offline() -> None:
+    """Keep lm-eval's libraries off any hub (they read these settings when first used)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -38,7 +39,7 @@ def _offline() -> None:
 def run_task(lm, task_cfg: dict, doc_ids: list[int], cache_db: str | None = None, seed: int = 0) -> dict:
     """Evaluate `lm` (an lm-eval LM) on documents `doc_ids` of one task config (lm_tasks.task_config).
     Returns {"task", "doc_ids", "samples": [per-document metrics and output], "metrics": {metric: mean}}."""
-    _offline()
+    stay_offline()
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
 

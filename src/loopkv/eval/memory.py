@@ -107,7 +107,8 @@ def bytes_over_loops(teacher, student, methods: list[tuple[str, str, dict]], loo
     tokens allocates. methods: (name, budget label, methods config); the same weights run any T
     (codec methods get a fresh codec of their setting at that T: bytes only, no quality)."""
     from loopkv.cache import make_cache
-    from loopkv.cache.settings import CODEC_METHODS, cache_factory, configured_setting, new_codec
+    from loopkv.cache.registry import codec_methods
+    from loopkv.cache.settings import cache_factory, configured_setting, new_codec
 
     rows = []
     ids = torch.randint(3, teacher.config.vocab_size, (1, tokens), generator=torch.Generator().manual_seed(0))
@@ -122,7 +123,7 @@ def bytes_over_loops(teacher, student, methods: list[tuple[str, str, dict]], loo
             else:
                 setting = configured_setting(methods_cfg, name, budget, model.config)
                 codec = (new_codec(setting, model.config).to(device=ids.device, dtype=model.dtype)
-                         if name in CODEC_METHODS else None)
+                         if name in codec_methods() else None)
                 cache = cache_factory(setting, model.config, codec, read_path="latent")()
             with torch.no_grad():
                 model(ids, cache=cache)

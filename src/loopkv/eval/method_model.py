@@ -31,7 +31,8 @@ def load_method_model(teacher_dir, method: str, budget: str, methods_cfg: dict, 
     `methods_cfg` (config section `methods`; "full"/"1x" = the teacher's own cache). Codec methods
     need `codec_path` (a distilled codec); melt needs `student_dir` (a trained MELT model). Everything
     is placed on `device` (utils/device.py)."""
-    from loopkv.cache.settings import CODEC_METHODS, cache_factory, configured_setting, load_codec, read_codec_file
+    from loopkv.cache.registry import codec_methods, read_path_methods
+    from loopkv.cache.settings import cache_factory, configured_setting, load_codec, read_codec_file
     from loopkv.data.tokenizer import load_tokenizer
     from loopkv.models.loading import load_teacher
     from loopkv.models.melt_model import load_melt
@@ -43,14 +44,15 @@ def load_method_model(teacher_dir, method: str, budget: str, methods_cfg: dict, 
         raise LoopKVError("a student (a MELT model) goes with method melt, and melt needs one")
     model = load_melt(student_dir, dtype, device=device) if student_dir else teacher
     codec = None
-    if method in CODEC_METHODS:
+    if method in codec_methods():
         if not codec_path:
             raise LoopKVError(f"{method} needs a codec (a distilled codec from `loopkv distill`)")
         saved = read_codec_file(codec_path, setting)
         codec = load_codec(setting, teacher.config, saved["codec_state"], f"codec {codec_path}")
         codec = codec.to(device=device, dtype=teacher.dtype)
     elif codec_path:
-        raise LoopKVError(f"{method} takes no codec (only {', '.join(CODEC_METHODS)} do)")
-    read_path = methods_cfg.get("read_path")   # only methods with read paths get one in their slice
+        raise LoopKVError(f"{method} takes no codec (only {', '.join(codec_methods())} do)")
+    # only methods with read paths have one (their slice holds methods.read_path; no other slice does)
+    read_path = methods_cfg["read_path"] if method in read_path_methods() else None
     factory = cache_factory(setting, model.config, codec, read_path=read_path)
     return MethodModel(teacher, model, tokenizer, setting, factory, codec, read_path)

@@ -9,11 +9,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from loopkv.data.encoding import encode_prompt, encode_text
 from loopkv.data.tasks import ROW_FIELDS
 from loopkv.data.tasks.arithmetic import check_answer
+from loopkv.data.windows import heldout_windows
 from loopkv.eval.generation import CacheFactory, continuation_logprobs, greedy_generate
 from loopkv.eval.heldout import heldout_cross_entropy
-from loopkv.train.mixture import encode_prompt, encode_text, heldout_windows
 from loopkv.utils.atomic import read_jsonl
 
 

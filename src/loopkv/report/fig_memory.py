@@ -6,7 +6,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from loopkv.report.tables import METHOD_LABELS  # noqa: E402
+from loopkv.report.tables import method_label, method_labels  # noqa: E402
 
 MIB = 2 ** 20
 STYLE = {"full": ("tab:blue", "o", "-"), "melt": ("tab:orange", "s", "-"), "lla": ("tab:green", "^", "--")}
@@ -18,7 +18,7 @@ def _style(method: str) -> dict:
 
 
 def _label(curve: dict) -> str:
-    name = METHOD_LABELS.get(curve["method"], curve["method"])
+    name = method_label(curve["method"])
     return name if curve["method"] in ("full", "melt") else f"{name} {curve['budget']}"
 
 
@@ -55,12 +55,12 @@ def plot_memory(memory: dict, paper: dict, pdf_path, png_path, dpi: int = 150) -
                   ylabel=f"peak memory, MiB ({measure}; {memory['device']}, {memory['compute_dtype']})",
                   title=f"process memory; peak growth after loading (MiB): {growth}")
     panels[1].title.set_fontsize(8)
-    methods = sorted({r["method"] for r in memory["bytes_over_loops"]}, key=list(METHOD_LABELS).index)
+    methods = sorted({r["method"] for r in memory["bytes_over_loops"]}, key=list(method_labels()).index)
     loops = sorted({r["loops"] for r in memory["bytes_over_loops"]})
     width = 0.8 / len(methods)
     for i, m in enumerate(methods):
         rows = {r["loops"]: r for r in memory["bytes_over_loops"] if r["method"] == m}
-        label = METHOD_LABELS.get(m, m) + ("" if m in ("full", "melt") else f" {rows[loops[0]]['budget']}")
+        label = method_label(m) + ("" if m in ("full", "melt") else f" {rows[loops[0]]['budget']}")
         panels[2].bar([j + i * width for j in range(len(loops))], [rows[t]["bytes_per_token"] / 1024 for t in loops],
                       width, label=label, color=STYLE.get(m, (None,))[0])
     panels[2].set_xticks([j + 0.4 - width / 2 for j in range(len(loops))], [f"T={t}" for t in loops])

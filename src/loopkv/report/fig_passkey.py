@@ -40,7 +40,7 @@ def reliable_length(cells: dict, bar: float) -> int | None:
 
 
 def label(result: dict) -> str:
-    name = tables.METHOD_LABELS.get(result["method"], result["method"])
+    name = tables.method_label(result["method"])
     return name if result["method"] == "full" else f"{name} {result['budget']}"
 
 

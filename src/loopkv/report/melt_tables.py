@@ -45,8 +45,10 @@ def recipe_rows(which: int, recipes: dict[str, dict], metrics: dict, curves: dic
 
 
 def versus_rows(teacher: dict, melt: dict, others: list[dict], passkey_train_max: int) -> list[dict]:
+    from loopkv.cache.registry import codec_methods   # trained: a distilled codec
+
     rows = []
-    for m, trained in [(teacher, False), (melt, True), *((o, o["method"] in ("lla", "lla2d", "mla_head")) for o in others)]:
+    for m, trained in [(teacher, False), (melt, True), *((o, o["method"] in codec_methods()) for o in others)]:
         paper = TABLE1.get((m["method"], round(m["setting"]["ratio"], 2)), {}) if m["method"] != "melt" else {}
         rows.append({"method": m["method"], "budget": m["budget"], "trained": trained,
                      **tables.quality_fields(m, passkey_train_max), "paper_gsm8k": paper.get("gsm8k"),

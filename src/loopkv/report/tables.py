@@ -12,8 +12,24 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-METHOD_LABELS = {"full": "teacher", "final_loop": "final-loop", "lla": "LLA", "lla2d": "LLA-2D",
-                 "mla_head": "mla_head", "cla": "cla", "kv_quant": "kv_quant", "melt": "MELT"}
+
+def method_labels() -> dict[str, str]:
+    """KV method -> its name in reports (each method class's `label`), in the registry's report order."""
+    from loopkv.cache.registry import method_labels as labels   # the classes (imports torch): on first use
+
+    return labels()
+
+
+def method_label(method: str) -> str:
+    """A method's report name; a name no method has is shown as it is."""
+    return method_labels().get(method, method)
+
+
+def __getattr__(name: str):
+    """METHOD_LABELS: method_labels() as of this access (methods registered later included)."""
+    if name == "METHOD_LABELS":
+        return method_labels()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -34,7 +50,7 @@ def fmt(key: str, value) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if key == "method":
-        return METHOD_LABELS.get(value, value)
+        return method_label(value)
     if "ratio" in key:
         return f"{value:.2f}x"
     if key == "paper_kl":

@@ -15,7 +15,7 @@ from loopkv.cache import make_cache
 from loopkv.cache.settings import cache_factory, configured_setting, new_codec
 from loopkv.models import OuroConfig, OuroForCausalLM
 from loopkv.models.melt_model import melt_from_teacher
-from loopkv.serve import cpu_kernels
+from loopkv.kernels import cpu_kernels
 from loopkv.serve.capacity import capacity
 from loopkv.serve.footprint import footprint, served_setting
 from loopkv.serve.latency import Served, device_name, interleaved
@@ -24,20 +24,6 @@ from loopkv.utils.device import place
 log = logging.getLogger(__name__)
 
 LLA_PATHS = ("full", "latent", "fused")       # full-memory, latent-store (reconstruct on read), fused
-
-
-def bench_slice(config: dict) -> dict:
-    """The config a serve-bench job reads: `serve` (less the kernel's keys), the architecture with
-    the tokenizer's vocabulary, and the methods keys that size a budget."""
-    return {"serve": {k: v for k, v in config["serve"].items() if k != "kernel"},
-            "arch": {**config["model"]["arch"], "vocab_size": config["data"]["tokenizer"]["vocab_size"]},
-            "methods": {k: config["methods"][k] for k in ("cache_dtype", "k_share", "budgets")}}
-
-
-def kernel_slice(config: dict) -> dict:
-    """The config a kernel-bench job reads."""
-    kernel = {k: v for k, v in config["serve"]["kernel"].items() if k != "measured"}   # Table 13's input only
-    return {"kernel": kernel, "threads": config["serve"]["threads"]}
 
 
 def random_model(arch: dict, dtype: torch.dtype, device: str | torch.device, seed: int = 0) -> OuroForCausalLM:
@@ -94,7 +80,6 @@ def scale_rows(label: str, config, budgets: list[str], methods_cfg: dict, cache_
 
 def run(cfg: dict, arch: dict, methods_cfg: dict, device: str = "cpu") -> dict:
     """cfg: the `serve` config section. Returns {"footprint_capacity": rows, "latency": rows, "device"}."""
-    torch.set_num_threads(cfg["threads"])
     cache_dtype = getattr(torch, methods_cfg["cache_dtype"])
     compute = torch.float32 if device == "cpu" else torch.bfloat16
     teacher = random_model(arch, compute, device)

@@ -12,7 +12,8 @@ import torch
 
 from loopkv.cache import make_cache
 from loopkv.cache.base import LoopCache
-from loopkv.cache.settings import CODEC_METHODS, cache_factory, configured_setting, new_codec
+from loopkv.cache.registry import codec_methods
+from loopkv.cache.settings import cache_factory, configured_setting, new_codec
 
 TEACHER = ("full", "1x")
 
@@ -30,7 +31,7 @@ def served_cache(setting: dict, config, codec=None, read_path: str | None = None
     setting's ranks (footprint and speed do not depend on the codec's values)."""
     if setting["method"] == "melt":
         return make_cache("melt", config)
-    if setting["method"] in CODEC_METHODS and codec is None:
+    if setting["method"] in codec_methods() and codec is None:
         codec = new_codec(setting, config).to(device=device, dtype=dtype)
     return cache_factory(setting, config, codec, read_path=read_path)()
 

@@ -19,10 +19,10 @@ import torch
 import torch.nn.functional as F
 
 from loopkv.models.rope import Rotary, apply_rope
-from loopkv.serve import cpu_kernels
+from loopkv.kernels import cpu_kernels
+from loopkv.kernels.latent_attention import latent_attention, reference_latent_attention
 from loopkv.serve.latency import device_name, rotating_rounds
 from loopkv.utils.device import synchronize
-from loopkv.serve.latent_attention import latent_attention, reference_latent_attention
 
 
 def random_inputs(batch, heads, context, head_dim, r_k, r_v, dtype, device, seed=0, kv_heads=None,

@@ -24,8 +24,8 @@ import torch.nn.functional as F
 from loopkv.cache.base import LoopCache
 from loopkv.cache.full import FullLoopCache
 from loopkv.cache.teacher_forced import teacher_forced_forward
+from loopkv.eval.fidelity import distribution_match
 from loopkv.train.engine import Engine
-from loopkv.train.objectives import distribution_match
 from loopkv.train.stage_loop import train_stage
 from loopkv.utils.device import model_device
 

@@ -180,7 +180,8 @@ class Engine:
         a checkpoint resumes only with the number of ranks that wrote it."""
         return Path(directory) / f"world{self.world_size}"
 
-    def save(self, directory: str | os.PathLike, step: int, client_state: dict, keep: int = 2) -> None:
+    def save(self, directory: str | os.PathLike, step: int, client_state: dict, keep: int = 2) -> Path:
+        """Write the checkpoint of `step`; returns its directory."""
         directory = self._own(directory)
         tag = f"step{step:08d}"
         # DeepSpeed writes `latest` in place (truncate, then write): a kill between the two leaves it
@@ -195,6 +196,7 @@ class Engine:
             for old in tags[:-keep]:
                 shutil.rmtree(old, ignore_errors=True)
         torch.distributed.barrier()
+        return directory / tag
 
     def load(self, directory: str | os.PathLike) -> dict | None:
         """The client state of the latest checkpoint (engine state restored), or None."""

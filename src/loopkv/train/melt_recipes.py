@@ -7,6 +7,7 @@ stage (the full recipe and "no_stage2" share stage 1) share that stage's job and
 from __future__ import annotations
 
 from loopkv.errors import LoopKVError
+from loopkv.models.melt_gate import TABLE3_ORDER, gate_variant
 
 FULL = "full"
 RECIPE_KEYS = ("gate", "ema_decay", "chunk_size", "interpolation", "align_stage")
@@ -36,7 +37,7 @@ def stage_cfg(melt_cfg: dict, name: str, stage: int) -> dict:
     """Everything stage `stage` of recipe `name` depends on, and nothing else."""
     r = recipe(melt_cfg, name)
     model = {key: r[key] for key in ("gate", "ema_decay", "chunk_size")}
-    if r["gate"] != "ema":
+    if not gate_variant(r["gate"]).reads_ema_decay:
         model.pop("ema_decay")    # only the ema gate reads it
     schedule = dict(melt_cfg[f"stage{stage}"])
     if stage == 1 and not r["interpolation"]:
@@ -60,7 +61,7 @@ def stage_owner(melt_cfg: dict, name: str, stage: int) -> str:
     return name
 
 
-GATE_ORDER = ("full", "single", "last", "ema", "mean")   # the paper's Table 3 order, best first
+GATE_ORDER = TABLE3_ORDER   # the paper's Table 3 order, best first (models/melt_gate.py GATES)
 
 
 def table_members(melt_cfg: dict, which: int) -> list[str]:

@@ -92,6 +92,11 @@ class Provenance:
         self.inputs = {k: {"path": str(v), "sha256": path_sha256(v)} for k, v in (inputs or {}).items()}
         self.started = time.time()
 
+    def add_inputs(self, inputs: dict[str, str | os.PathLike]) -> None:
+        """Inputs a job finds in its config (e.g. the corpus's source files), hashed now."""
+        extra = Provenance(None, None, inputs)
+        self.inputs.update(extra.inputs)
+
     def key(self) -> str:
         """Identity of this job's work (config, seed, input contents): e.g. to key resumable state."""
         return config_hash({"config": self.config_slice, "seed": self.seed,

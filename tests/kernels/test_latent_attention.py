@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from loopkv.models.rope import Rotary
-from loopkv.serve.latent_attention import (exact_attention_with_lse, latent_attention, merge_partial_attention,
+from loopkv.kernels.latent_attention import (exact_attention_with_lse, latent_attention, merge_partial_attention,
                                            reference_latent_attention, torch_latent_attention)
 
 # (B, Hq, H_kv, latent groups, L, S, d, r_k, r_v)
@@ -54,7 +54,7 @@ def test_tiled_torch_path_equals_reconstruct_then_attend(shape, offset, padded, 
 @pytest.mark.parametrize("fold_query", [False, True])
 def test_triton_kernel_equals_reconstruct_then_attend(shape, offset, padded, split_s, fold_query):
     pytest.importorskip("triton")
-    from loopkv.serve.triton_latent_attention import triton_latent_attention
+    from loopkv.kernels.triton_latent_attention import triton_latent_attention
 
     args = _case(*shape, seed=1, offset=offset, padded=padded)
     ref_out, ref_lse = reference_latent_attention(*args, rope_theta=1e6)
@@ -98,7 +98,7 @@ def test_mismatched_shapes_are_errors():
 def test_triton_splits_with_no_valid_key_weigh_nothing():
     """Left padding longer than a split: whole splits have no valid key and must drop out of the merge."""
     pytest.importorskip("triton")
-    from loopkv.serve.triton_latent_attention import triton_latent_attention
+    from loopkv.kernels.triton_latent_attention import triton_latent_attention
 
     q, ck, cv, up_k, mu_k, up_v, mu_v, positions, _ = _case(2, 2, 2, 2, 1, 100, 16, 6, 10, seed=2)
     valid = torch.ones(2, 100, dtype=torch.bool)
@@ -115,7 +115,7 @@ def test_triton_decode_folds_the_new_token_into_the_merge(shape, padded):
     """A decode step's own exact key/value, folded into the kernel's split merge, equals attention
     over the reconstructed past merged with the new token."""
     pytest.importorskip("triton")
-    from loopkv.serve.triton_latent_attention import triton_latent_attention
+    from loopkv.kernels.triton_latent_attention import triton_latent_attention
 
     args = _case(*shape, seed=4, offset=100, padded=padded)
     b, h_kv, d = args[0].shape[0], args[3].shape[0], args[0].shape[-1]

@@ -1,11 +1,11 @@
 // Attention over past tokens stored as latents, one fused CPU pass (the math of
-// serve/latent_attention.py): per (batch, KV head) task, K is rebuilt from its latents 16 keys at a
+// kernels/latent_attention.py): per (batch, KV head) task, K is rebuilt from its latents 16 keys at a
 // time (loop decoder rows + calibration mean, RoPE at each key's position), every query of the head
 // is scored against them with an online softmax, and V stays absorbed: the softmax weights are summed
 // over V latents and decoded once per query at the end. A decode step's own token (one query, its
 // exact rotated K and V) joins the same softmax. Nothing of size S x d is materialised.
 //
-// Built at first use by loopkv.serve.cpu_latent_attention (torch's extension loader, cached).
+// Built at first use by loopkv.kernels.cpu_kernels (torch's extension loader, cached).
 #include <torch/extension.h>
 
 #include <ATen/Parallel.h>

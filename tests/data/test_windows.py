@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from loopkv.errors import LoopKVError
-from loopkv.train.mixture import Mixture, heldout_windows
+from loopkv.data.windows import Mixture, heldout_windows
 
 
 def make_mixture(seed=3, weights=None):

@@ -1,4 +1,5 @@
-"""Pretraining rows from the corpus + task mixture.
+"""Fixed-length token rows of an encoded split: the training rows of the corpus + task mixture,
+and the held-out windows every measurement reads.
 
 Row i of step s is a deterministic function of (seed, s, i): resuming at step s regenerates
 exactly the batches an uninterrupted run would have seen, with no data-loader state to save.
@@ -9,55 +10,16 @@ are never truncated, and the space left after the last whole example is filled w
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import torch
 
-from loopkv.data.tasks import TRAIN_FIELDS
 from loopkv.errors import LoopKVError
-from loopkv.utils.atomic import read_jsonl
 from loopkv.utils.seeding import derive_seed
 
 
-def encode_example(tokenizer, prompt: str, target: str) -> list[int]:
-    """prompt target [eos], prompt and target tokenised separately so that the prompt's ids are
-    exactly what evaluation feeds the model before it generates (encode_prompt)."""
-    return encode_prompt(tokenizer, prompt) + tokenizer.encode(target, add_special_tokens=False) + [tokenizer.eos_token_id]
-
-
-def encode_prompt(tokenizer, prompt: str) -> list[int]:
-    """The prompt framed as the tokenizer itself frames a text: the special tokens its post-processor
-    puts before the text (ours: <bos>, as the tiny teacher is trained; Ouro's: none, as its own usage
-    and lm-eval's hf model feed it), then the text. Tokens a post-processor appends (an eos) are not
-    part of a prompt."""
-    return prompt_prefix(tokenizer) + tokenizer.encode(prompt, add_special_tokens=False)
-
-
-def prompt_prefix(tokenizer) -> list[int]:
-    """The special-token ids the tokenizer's post-processor puts before a text."""
-    prefix = getattr(tokenizer, "_loopkv_prompt_prefix", None)
-    if prefix is None:
-        plain = tokenizer.encode("a", add_special_tokens=False)
-        framed = tokenizer.encode("a", add_special_tokens=True)
-        start = next((i for i in range(len(framed) - len(plain) + 1) if framed[i:i + len(plain)] == plain), None)
-        if start is None:
-            raise LoopKVError("the tokenizer's post-processor changes a text's own tokens; cannot frame prompts")
-        prefix = framed[:start]
-        tokenizer._loopkv_prompt_prefix = prefix
-    return list(prefix)
-
-
-def encode_text(tokenizer, text: str) -> np.ndarray:
-    """A whole split as one token stream (encoded in paragraphs to keep memory flat)."""
-    ids: list[int] = []
-    for block in text.split("\n\n"):
-        if block.strip():
-            ids.extend(tokenizer.encode(block + "\n\n", add_special_tokens=False))
-    return np.asarray(ids, dtype=np.int64)
-
-
 class Mixture:
+    """Training rows of a step: corpus windows and packed task examples, drawn by the mixture's weights."""
+
     def __init__(self, corpus_ids: np.ndarray, task_examples: dict[str, list[list[int]]],
                  weights: dict[str, float], seq_len: int, eos_id: int, seed: int, section: str = "teacher"):
         """`section`: the config section whose mixture/seq_len these are, named in errors."""
@@ -109,16 +71,6 @@ class Mixture:
             return np.empty(0, np.int64)
         start = rng.integers(0, len(self.corpus) - length)
         return self.corpus[start:start + length]
-
-
-def load_task_examples(tokenizer, task_dirs: dict[str, str | Path]) -> dict[str, list[list[int]]]:
-    out = {}
-    for name, directory in task_dirs.items():
-        path = Path(directory) / "train.jsonl"
-        if path.exists():
-            rows = read_jsonl(path, "task data", TRAIN_FIELDS)
-            out[name] = [encode_example(tokenizer, r["prompt"], r["target"]) for r in rows]
-    return out
 
 
 def heldout_windows(token_ids: np.ndarray, seq_len: int, count: int) -> torch.Tensor:

@@ -6,8 +6,8 @@ import torch
 from test_latent_attention import SHAPES, _case
 
 from loopkv.errors import LoopKVError
-from loopkv.serve import cpu_kernels, cpu_latent_attention as cpu
-from loopkv.serve.latent_attention import (exact_attention_with_lse, latent_attention, merge_partial_attention,
+from loopkv.kernels import cpu_kernels, cpu_latent_attention as cpu
+from loopkv.kernels.latent_attention import (exact_attention_with_lse, latent_attention, merge_partial_attention,
                                            reference_latent_attention)
 
 

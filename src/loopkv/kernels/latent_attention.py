@@ -13,8 +13,8 @@ over latents and decoded once per query (exact, since the weights sum to 1).
 - `torch_latent_attention`: tiles of past tokens with an online softmax, K rebuilt per tile, V
   absorbed (the CPU serving path; transient memory O(tile), not O(context)); one query per KV head
   (a decode step without GQA) folds the query into K's decoder instead of rebuilding K.
-- `loopkv.serve.triton_latent_attention`: the same loop as one fused kernel (CUDA).
-- `loopkv.serve.cpu_latent_attention`: the same loop as one fused C++ call (CPU).
+- `loopkv.kernels.triton_latent_attention`: the same loop as one fused kernel (CUDA).
+- `loopkv.kernels.cpu_latent_attention`: the same loop as one fused C++ call (CPU).
 
 Shapes: q (B, Hq, L, d) with RoPE applied; latents ck (B, S, Gk, r_k), cv (B, S, Gv, r_v) where a
 latent group serves one KV head (G = H_kv, LLA) or all of them (G = 1, LLA-2D); up_k (H_kv, d, r_k)
@@ -32,7 +32,8 @@ import torch
 from loopkv.models.rope import Rotary, apply_rope
 
 
-def _check(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid) -> None:
+def check_latent_inputs(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid) -> None:
+    """ValueError unless the arguments have the shapes above (every implementation checks them alike)."""
     b, hq, _, d = q.shape
     h_kv = up_k.shape[0]
     if hq % h_kv or up_v.shape[0] != h_kv:
@@ -67,7 +68,7 @@ def _grouped(x: torch.Tensor, hq: int) -> torch.Tensor:
 def reference_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid=None,
                                rope_theta: float = 10000.0):
     """Reconstruct every past K (rotated) and V, then attend: the definition the others must equal."""
-    _check(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid)
+    check_latent_inputs(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid)
     hq, d, h_kv = q.shape[1], q.shape[-1], up_k.shape[0]
     cos, sin = Rotary(d, rope_theta).cos_sin(positions, torch.float32)
     keys = _grouped(apply_rope(_decode(_per_head(ck, h_kv), up_k, mu_k), cos, sin), hq)
@@ -87,7 +88,7 @@ def torch_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_val
     A past that fits one tile (a decode step at short context) takes one pass without the online
     bookkeeping, the new tokens' keys joining the same softmax: on a CPU the time of a small decode
     step is mostly per-operation overhead, so fewer operations is what makes it faster."""
-    _check(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid)
+    check_latent_inputs(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid)
     b, hq, length, d = q.shape
     h_kv, group = up_k.shape[0], hq // up_k.shape[0]
     rotary = Rotary(d, rope_theta)
@@ -222,7 +223,7 @@ def rotated_own(own, own_tables):
 def latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid=None, rope_theta: float = 10000.0,
                      rope_tables=None, own=None, own_tables=None, rope_table=None, cpu_module=None):
     """The serving path: the fused Triton kernel on CUDA tensors (when triton is installed), the
-    fused C++ kernel on CPU tensors (serve/cpu_latent_attention.py; LOOPKV_CPU_KERNEL), the
+    fused C++ kernel on CPU tensors (kernels/cpu_latent_attention.py; LOOPKV_CPU_KERNEL), the
     tiled torch path otherwise. Same arguments and result as reference_latent_attention, except that
     `own` = (keys, values, mask) of the new tokens (keys rotated, (B, H_kv, L, d); mask (B, 1, L, L)
     or None = causal) joins the past: the result is attention over past latents and new tokens.
@@ -234,7 +235,7 @@ def latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid=Non
     None) is folded into the kernel's merge on CUDA and CPU. `cpu_module`: the CPU kernels when the
     caller already resolved them (a cache does, once per forward); otherwise they are looked up here."""
     if q.device.type == "cpu":
-        from loopkv.serve import cpu_kernels, cpu_latent_attention as cpu
+        from loopkv.kernels import cpu_kernels, cpu_latent_attention as cpu
 
         module = cpu_module if cpu_module is not None else cpu_kernels.extension()
         if module is not None:
@@ -244,7 +245,7 @@ def latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid=Non
         rope_tables = tuple(t[positions].unsqueeze(1) for t in rope_table)
     own = rotated_own(own, own_tables)
     if q.is_cuda:
-        from loopkv.serve import triton_latent_attention as fused
+        from loopkv.kernels import triton_latent_attention as fused
 
         if fused.triton is not None:
             fold = folds_own(q, own)

@@ -7,14 +7,14 @@ so its time is per-operation overhead; the tiled torch path spends ~50 aten oper
 where the teacher spends three (two cats and SDPA). One call brings the latent-store path to the
 teacher's operation count.
 
-Built with loopkv's other CPU kernels (serve/cpu_kernels.py: at first use, cached; LOOPKV_CPU_KERNEL).
+Built with loopkv's other CPU kernels (kernels/cpu_kernels.py: at first use, cached; LOOPKV_CPU_KERNEL).
 """
 from __future__ import annotations
 
 import torch
 
 from loopkv.models.rope import Rotary
-from loopkv.serve.latent_attention import (exact_attention_with_lse, folds_own, merge_partial_attention,
+from loopkv.kernels.latent_attention import (exact_attention_with_lse, folds_own, merge_partial_attention,
                                              rotated_own)
 
 _NONE, _NO_MASK = torch.empty(0), torch.empty(0, dtype=torch.bool)   # "not given" to the kernel

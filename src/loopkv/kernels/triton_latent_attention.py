@@ -1,4 +1,4 @@
-"""Fused latent-attention decode kernel (Triton): the math of serve/latent_attention.py in one pass.
+"""Fused latent-attention decode kernel (Triton): the math of kernels/latent_attention.py in one pass.
 
 One program per (batch row, query head, query, split of the context): a decode step has one query
 per head, so at batch 1 the context is split (flash-decoding) to give every multiprocessor work.
@@ -22,7 +22,7 @@ import math
 import torch
 
 from loopkv.models.rope import Rotary
-from loopkv.serve.latent_attention import _check
+from loopkv.kernels.latent_attention import check_latent_inputs
 
 
 def _pow2(n: int) -> int:
@@ -85,7 +85,7 @@ if triton is not None:
         mu1 = tl.load(muk_ptr + kv * 2 * HALF + offs_h, mask=mask_h, other=0.0).to(tl.float32)
         mu2 = tl.load(muk_ptr + kv * 2 * HALF + HALF + offs_h, mask=mask_h, other=0.0).to(tl.float32)
         if FOLD_QUERY:
-            # the query folded into the decoder (serve/latent_attention.py, _query_folded_decoder):
+            # the query folded into the decoder (kernels/latent_attention.py, _query_folded_decoder):
             # score = sum_j cos_j (c w1 + b1)_j + sin_j (c w2 + b2)_j, a third of the elementwise work
             # per key; w rounded to the cache dtype (bf16 on a GPU: like the teacher's own q and K)
             u1f, u2f = u1.to(tl.float32), u2.to(tl.float32)
@@ -214,7 +214,7 @@ def triton_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_va
                             rope_theta: float = 10000.0, rope_tables=None, own=None, block_s: int = 64,
                             split_s: int | None = None, num_warps: int = 4, num_stages: int | None = None,
                             per_sm: int = 4, fold_query: bool = False):
-    """Same arguments and result as serve.latent_attention.reference_latent_attention.
+    """Same arguments and result as kernels.latent_attention.reference_latent_attention.
     `rope_tables`: float32 (cos, sin) of `positions`, (B, 1, S, d) as Rotary.cos_sin makes them (a
     cache builds them once per forward for its T*D calls); built here when not given.
     `own`: (keys, values, None) of one new token per query row (a decode step; keys rotated,
@@ -223,7 +223,7 @@ def triton_latent_attention(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_va
     `block_s`, `num_warps`, `num_stages`: launch tuning (benchmarks/latent_kernel_sweep.py).
     `fold_query`: fold the query into K's decoder (fewer operations per key; in bf16 the folded rows
     are rounded once, like the teacher's bf16 q and K): exact in float32, not yet timed on a GPU."""
-    _check(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid)
+    check_latent_inputs(q, ck, cv, up_k, mu_k, up_v, mu_v, positions, key_valid)
     kernel = _kernel()
     b, hq, length, d = q.shape
     if d % 2:

@@ -1,0 +1,46 @@
+"""Slice entries computed from the config (spec.View): settings a job reads that are not one
+config key, kept as narrow as what the job uses so that editing a neighbour's key reruns nothing."""
+from __future__ import annotations
+
+from typing import Mapping
+
+from loopkv.errors import LoopKVError
+
+
+def melt_stage(config: Mapping, recipe: str, stage: int | str, **_) -> dict:
+    """One MELT recipe's stage settings: recipes with equal settings share one job."""
+    from loopkv.train.melt_recipes import stage_cfg
+
+    return stage_cfg(config["melt"], recipe, int(stage))
+
+
+def method_eval(config: Mapping, method: str, **_) -> dict:
+    """method_eval's settings; a MELT recipe's evaluation is batched at melt.eval_batch_size."""
+    if method == "melt":
+        return {**config["method_eval"], "batch_size": config["melt"]["eval_batch_size"]}
+    return dict(config["method_eval"])
+
+
+def lm_eval_task(config: Mapping, task: str, **_) -> dict:
+    """One lm-eval task's settings, {task: settings}: its shard count is in the output's name and a
+    None setting means the task's own default, so neither enters the slice."""
+    if task == "passkey_grid":
+        return {task: {}}
+    entries = [t for t in config["lm_eval"]["tasks"] if t["name"] == task]
+    if not entries:
+        raise LoopKVError(f"lm_eval.tasks has no task {task!r}")
+    return {task: {k: v for k, v in entries[0].items() if k not in ("shards", "name") and v is not None}}
+
+
+def melt_table(config: Mapping, which: int | str, **_) -> list:
+    """MELT Table 3 or 4's recipes, [name, recipe keys] in table order (ema_decay only where the ema
+    gate reads it, so editing it redraws only the table that has that recipe)."""
+    from loopkv.models.melt_gate import gate_variant
+    from loopkv.train.melt_recipes import recipe, table_members
+
+    rows = []
+    for name in table_members(config["melt"], int(which)):
+        r = recipe(config["melt"], name)
+        reads = gate_variant(r["gate"]).reads_ema_decay
+        rows.append([name, {k: v for k, v in r.items() if k != "ema_decay" or reads}])
+    return rows

@@ -1,0 +1,143 @@
+"""Job declarations (loopkv.jobs): every command a rule calls states the config keys it reads; its
+slice is built from that alone, never holds a resource key, and the command can read nothing else."""
+import json
+import pickle
+from pathlib import Path
+
+import pytest
+
+from loopkv.cache.registry import METHODS
+from loopkv.cli import build_parser
+from loopkv.config import DEFAULT_CONFIG_PATH, load_config, load_workflow_config, melt_budget_label
+from loopkv.errors import LoopKVError
+from loopkv.jobs.declared import job_spec, job_specs
+from loopkv.jobs.runner import SliceRead
+from loopkv.jobs.slices import job_slice
+
+MICRO = Path(__file__).parent / "workflow" / "micro.yaml"
+
+
+def configs():
+    return {"default": load_config(DEFAULT_CONFIG_PATH, check_paths=False),
+            "micro": load_workflow_config([MICRO], check_paths=False)}
+
+
+def wildcard_sets(command: str, cfg: dict):
+    """Every (method, budget) a job of `command` can run at, with the other wildcards it may name."""
+    task = {"data-task": "passkey", "lm-eval-shard": cfg["lm_eval"]["tasks"][0]["name"]}.get(command, "passkey")
+    budgets = list(cfg["methods"]["budgets"])
+    for method in METHODS:
+        budget = "1x" if method == "full" else melt_budget_label(cfg) if method == "melt" else budgets[0]
+        for stage in (1, 2):
+            yield {"method": method, "budget": budget, "task": task, "recipe": "full", "stage": stage,
+                   "which": 3 + stage - 1, "shard": 0, "shards": 1}
+
+
+def leaves(node, path=()):
+    """(path, value) of every leaf of a nested mapping, walked independently of loopkv.jobs."""
+    if isinstance(node, dict) and node:
+        for k, v in node.items():
+            yield from leaves(v, (*path, str(k)))
+    else:
+        yield path, node
+
+
+def resource_paths(cfg):
+    """Every threads key and every launch key of a config: what sizes a job, never what it computes."""
+    return [p for p, _ in leaves(cfg) if p[0] == "launch" or p[-1] == "threads"]
+
+
+def all_slices(cfg):
+    return {(command, json.dumps(w, sort_keys=True)): job_slice(spec, cfg, w)
+            for command, spec in job_specs().items() for w in wildcard_sets(command, cfg)}
+
+
+def set_leaf(cfg, path, value):
+    node = cfg
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+
+
+@pytest.mark.parametrize("name", ["default", "micro"])
+def test_no_slice_holds_a_resource_key(name):
+    cfg = configs()[name]
+    assert len(resource_paths(cfg)) >= 10   # threads of every stage and the launch section
+    for key, sliced in all_slices(cfg).items():
+        held = [p for p, _ in leaves(sliced) if p and (p[0] == "launch" or p[-1] == "threads")]
+        assert held == [], (key, held)
+
+
+def test_editing_any_resource_key_changes_no_slice():
+    cfg = configs()["micro"]
+    before = all_slices(cfg)
+    for path in resource_paths(cfg):
+        edited = json.loads(json.dumps(cfg))
+        value = dict(leaves(cfg))[path]
+        set_leaf(edited, path, (value + 1) if isinstance(value, int) and not isinstance(value, bool) else "edited")
+        assert all_slices(edited) == before, path
+
+
+def test_a_slice_holds_exactly_the_declared_keys():
+    cfg = configs()["default"]
+    teacher = job_slice(job_spec("teacher-pretrain"), cfg, {})
+    expected_teacher = {k: v for k, v in cfg["teacher"].items() if k != "threads"}
+    assert teacher == {"seed": cfg["seed"], "teacher": expected_teacher,
+                       "model": {"arch": cfg["model"]["arch"], "dtype": cfg["model"]["dtype"]}}
+    # a codec cell: its own section, its one budget, and kv_quant's group only where kv_quant runs
+    lla = job_slice(job_spec("distill"), cfg, {"method": "lla", "budget": "4x"})
+    assert lla["methods"] == {"budgets": {"4x": cfg["methods"]["budgets"]["4x"]},
+                              "cache_dtype": cfg["methods"]["cache_dtype"], "k_share": cfg["methods"]["k_share"]}
+    quant = job_slice(job_spec("method-eval"), cfg, {"method": "kv_quant", "budget": "4x"})
+    assert quant["methods"]["kv_quant_group"] == cfg["methods"]["kv_quant_group"]
+    served = job_slice(job_spec("method-eval"), cfg, {"method": "lla", "budget": "4x"})
+    assert served["methods"]["read_path"] == cfg["methods"]["read_path"]   # evaluated through a read path
+    teacher_cell = job_slice(job_spec("method-eval"), cfg, {"method": "full", "budget": "1x"})
+    assert teacher_cell["methods"]["budgets"] == {} and "read_path" not in teacher_cell["methods"]
+    kernel = job_slice(job_spec("kernel-bench"), cfg, {})
+    assert "measured" not in kernel["serve"]["kernel"] and kernel["serve"]["kernel"]["contexts"]
+
+
+def test_every_registered_method_can_be_sliced_at_a_budget():
+    cfg = configs()["micro"]
+    for w in wildcard_sets("method-eval", cfg):
+        sliced = job_slice(job_spec("method-eval"), cfg, w)
+        assert set(sliced) == {"seed", "method_eval", "model", "methods"}, w
+
+
+def test_a_declared_key_the_config_lacks_is_an_error_naming_it():
+    spec = job_spec("distill")
+    with pytest.raises(LoopKVError, match=r"methods\.budgets\.9x"):
+        job_slice(spec, configs()["micro"], {"method": "lla", "budget": "9x"})
+
+
+def test_a_read_of_an_undeclared_key_fails_naming_it():
+    cfg = SliceRead({"seed": 1, "melt": {"gate": "full", "extra": {"a": 1}}}, "melt-train")
+    with pytest.raises(LoopKVError, match=r"melt-train read config key 'model'"):
+        cfg["model"]
+    with pytest.raises(LoopKVError, match=r"read config key 'melt.ema_decay'"):
+        cfg["melt"].get("ema_decay", 0.5)     # a real config key: .get's default would hide the read
+    assert cfg["melt"].get("stage", 1) == 1   # a view's optional entry, not a config key
+    assert cfg["melt"]["extra"]["a"] == 1
+    plain = pickle.loads(pickle.dumps(cfg))   # saved (torch.save) as plain dicts
+    assert type(plain) is dict and type(plain["melt"]) is dict and plain == cfg
+
+
+def test_each_command_takes_the_flags_its_declaration_lists():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices
+    for command, spec in job_specs().items():
+        flags = {opt for action in sub[command]._actions for opt in action.option_strings}
+        assert ("--cfg" in flags) == bool(spec.reads), command
+        assert ("--threads" in flags) == bool(spec.threads), command
+        assert ("--device" in flags) == spec.device, command
+        for arg in (*spec.inputs, *spec.outputs, *spec.wildcards):
+            assert arg.positional or f"--{arg.name}" in flags, (command, arg.name)
+        assert "--seed" not in flags, command   # the seed is a config key of the slice
+
+
+def test_a_budget_label_with_a_dot_is_one_key():
+    cfg = configs()["default"]
+    assert "5.33x" in cfg["methods"]["budgets"]
+    sliced = job_slice(job_spec("method-eval"), cfg, {"method": "kv_quant", "budget": "5.33x"})
+    assert sliced["methods"]["budgets"] == {"5.33x": cfg["methods"]["budgets"]["5.33x"]}
