@@ -54,3 +54,12 @@ def rerun_counts(workdir: Path, configfile: str | Path) -> dict[str, int]:
     for rule, _ in needrun(workdir, workdir / configfile):
         counts[rule] = counts.get(rule, 0) + 1
     return counts
+
+
+def dag_state(workdir: Path, configfile: Path):
+    """needrun(...) and dag_jobs(...) of one config from one DAG build (half the cost of both)."""
+    with _dag(workdir, configfile) as dag:
+        planned = {_job_id(job): str(dag.reason(job)).splitlines()[0] for job in dag.needrun_jobs()}
+        jobs = {_job_id(j): (j.rule, dict(j.wildcards_dict)) for j in dag.jobs}
+        dependants = {_job_id(j): {_job_id(d) for d in dag.depending[j]} for j in dag.jobs}
+    return planned, (jobs, dependants)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from inprocess_dag import dag_jobs, needrun
+from inprocess_dag import dag_jobs, dag_state, needrun
 from loopkv.config import load_schema, load_workflow_config
 from loopkv.errors import LoopKVError
 from loopkv.jobs.declared import job_spec
@@ -86,13 +86,11 @@ CONFIG: dict = {}
 
 
 def test_each_key_reruns_exactly_the_jobs_that_declare_it(finished):
-    from snakemake.api import SnakemakeApi  # noqa: F401  (fail early without Snakemake's API)
-
     micro = yaml.safe_load((finished / "micro.yaml").read_text())
     CONFIG.clear()
     CONFIG.update(load_workflow_config([finished / "micro.yaml"], check_paths=False))
     schema = load_schema()
-    graph = job_graph(finished)
+    graph = job_graph(*dag_jobs(finished, finished / "micro.yaml"))
     assert needrun(finished, finished / "micro.yaml") == {}
 
     report = {"exact": [], "view": [], "structural": [], "not_editable": []}
@@ -114,7 +112,8 @@ def test_each_key_reruns_exactly_the_jobs_that_declare_it(finished):
         if edited is None:
             report["not_editable"].append(key)
             continue
-        planned = set(needrun(finished, _write(finished, edited))) - {("all", "")}
+        needed, dag = dag_state(finished, _write(finished, edited))
+        planned = set(needed) - {("all", "")}
         if is_resource(path):
             assert planned == set(), (key, planned)
             report["exact"].append(key)
@@ -122,7 +121,7 @@ def test_each_key_reruns_exactly_the_jobs_that_declare_it(finished):
         must = {job for job, (plain, _, skip) in graph["reads"].items() if reads_key(plain, path, skip)}
         may = {job for job, (_, viewed, skip) in graph["reads"].items() if reads_key(viewed, path, skip)}
         must_closure, may_closure = graph["closure"](must), graph["closure"](must | may)
-        edited_graph = job_graph(finished, finished / "edited.yaml")
+        edited_graph = job_graph(*dag)
         if edited_graph["upstream"] != graph["upstream"]:
             # the edit adds, removes or rewires jobs: what reruns must read the key or be new, or
             # have other inputs now, or consume one of those
@@ -139,10 +138,9 @@ def test_each_key_reruns_exactly_the_jobs_that_declare_it(finished):
     assert len(report["not_editable"]) < 30
 
 
-def job_graph(workdir: Path, configfile: Path | None = None) -> dict:
-    """Every job of the DAG (by rule and wildcards; finished or not), what it reads by declaration,
-    and its dependants."""
-    jobs, dependants = dag_jobs(workdir, configfile or workdir / "micro.yaml")
+def job_graph(jobs: dict, dependants: dict) -> dict:
+    """Every job of the DAG (by rule and wildcards; finished or not; inprocess_dag.dag_jobs), what
+    it reads by declaration, and its dependants."""
     reads = {}
     for job, (rule, wildcards) in jobs.items():
         declared = job_reads(rule, wildcards)
