@@ -77,3 +77,28 @@ def setting_at_ratio(method: str, shape: CacheShape, ratio: float, cache_bits: i
     if method not in METHODS:
         raise ValueError(f"no budget rule for method {method!r} (known: {', '.join(sorted(METHODS))})")
     return METHODS[method].setting_at_ratio(shape, ratio, cache_bits, k_share)
+
+
+def one_row_setting(shape: CacheShape, ratio: float) -> dict | None:
+    """The rule of a method that keeps one row per token and layer (final_loop, melt): T x fewer
+    bytes than the teacher, and no other ratio."""
+    loops = float(shape.loops)
+    return {"kwargs": {}, "ratio": loops} if math.isclose(ratio, loops, rel_tol=1e-3) else None
+
+
+class LatentBudget:
+    """The budget rules of a codec method (mix in before LoopCache): ranks of its layout's latents
+    at a ratio, full ranks for its lossless setting."""
+
+    @classmethod
+    def setting_at_ratio(cls, shape, ratio, cache_bits=16, k_share=0.375):
+        from loopkv.cache.latent_codec import LAYOUTS
+
+        return latent_setting(shape, LAYOUTS[cls.layout], ratio, k_share)
+
+    @classmethod
+    def lossless_setting(cls, shape):
+        from loopkv.cache.latent_codec import LAYOUTS
+
+        return full_rank_setting(shape, LAYOUTS[cls.layout])
+

@@ -5,11 +5,10 @@ Bytes per token = 2 * D * H_kv * d_head * bytes(dtype)   (T times less than the 
 """
 from __future__ import annotations
 
-import math
-
 import torch
 
 from loopkv.cache.base import LoopCache, concat
+from loopkv.cache.budget import one_row_setting
 
 
 class FinalLoopCache(LoopCache):
@@ -20,9 +19,7 @@ class FinalLoopCache(LoopCache):
 
     @classmethod
     def setting_at_ratio(cls, shape, ratio, cache_bits=16, k_share=0.375):
-        """One row per token and layer: T x fewer bytes than the teacher, and no other ratio."""
-        T = float(shape.loops)
-        return {"kwargs": {}, "ratio": T} if math.isclose(ratio, T, rel_tol=1e-3) else None
+        return one_row_setting(shape, ratio)
 
     @classmethod
     def lossless_setting(cls, shape):

@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 
 from loopkv.cache.base import LoopCache, attention, concat
-from loopkv.cache.budget import full_rank_setting, latent_setting
+from loopkv.cache.budget import LatentBudget
 from loopkv.cache.latent_codec import LAYOUTS, LatentCodec, model_sizes
 from loopkv.kernels import cpu_kernels
 from loopkv.kernels.latent_attention import latent_attention
@@ -32,7 +32,7 @@ from loopkv.kernels.latent_attention import latent_attention
 READ_PATHS = ("latent", "full", "fused")
 
 
-class LLACache(LoopCache):
+class LLACache(LatentBudget, LoopCache):
     name = "lla"
     label = "LLA"
     layout = "per_head"
@@ -41,14 +41,6 @@ class LLACache(LoopCache):
     bookkeeping = LoopCache.bookkeeping + (
         "_pending_kv", "_unwritten", "_rows", "_traced_latents", "_decoders", "_codec_version", "_cpu_module",
         "_read_memo", "_past_views", "_position_rows")   # a forward's scratch, codec rows, memos of reads
-
-    @classmethod
-    def setting_at_ratio(cls, shape, ratio, cache_bits=16, k_share=0.375):
-        return latent_setting(shape, LAYOUTS[cls.layout], ratio, k_share)
-
-    @classmethod
-    def lossless_setting(cls, shape):
-        return full_rank_setting(shape, LAYOUTS[cls.layout])
 
     def __init__(self, config, codec: LatentCodec, read_path: str = "latent"):
         # the codec's layout must be this method's; its sizes must be this model's

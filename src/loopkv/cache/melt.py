@@ -13,11 +13,10 @@ Only a MELT model (config.melt_gate set) reads through this cache, via `attend_m
 """
 from __future__ import annotations
 
-import math
-
 import torch
 
 from loopkv.cache.base import LoopCache, attention, concat
+from loopkv.cache.budget import one_row_setting
 from loopkv.cache.full import FullLoopCache
 
 
@@ -36,9 +35,7 @@ class MeltCache(LoopCache):
 
     @classmethod
     def setting_at_ratio(cls, shape, ratio, cache_bits=16, k_share=0.375):
-        """One row per token and layer: T x fewer bytes than the teacher, whatever T is."""
-        T = float(shape.loops)
-        return {"kwargs": {}, "ratio": T} if math.isclose(ratio, T, rel_tol=1e-3) else None
+        return one_row_setting(shape, ratio)
 
     @classmethod
     def untrained_model(cls, teacher):

@@ -9,22 +9,14 @@ from __future__ import annotations
 import torch
 
 from loopkv.cache.base import LoopCache, concat
-from loopkv.cache.budget import full_rank_setting, latent_setting
+from loopkv.cache.budget import LatentBudget
 from loopkv.cache.latent_codec import LAYOUTS, LatentCodec
 
 
-class MLAHeadCache(LoopCache):
+class MLAHeadCache(LatentBudget, LoopCache):
     name = "mla_head"
     label = "mla_head"
     layout = "per_loop"
-
-    @classmethod
-    def setting_at_ratio(cls, shape, ratio, cache_bits=16, k_share=0.375):
-        return latent_setting(shape, LAYOUTS[cls.layout], ratio, k_share)
-
-    @classmethod
-    def lossless_setting(cls, shape):
-        return full_rank_setting(shape, LAYOUTS[cls.layout])
 
     def __init__(self, config, codec: LatentCodec):
         super().__init__(config)
