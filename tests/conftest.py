@@ -27,7 +27,7 @@ def reference_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def reference_model():
-    import loopkv  # noqa: F401
+    import loopkv.models.modeling_ouro  # noqa: F401  (registers model type "ouro")
     from transformers import AutoModelForCausalLM
 
     return AutoModelForCausalLM.from_pretrained(REFERENCE).eval()

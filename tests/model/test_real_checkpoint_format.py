@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM
 
-import loopkv  # noqa: F401
+import loopkv.models.modeling_ouro  # noqa: F401  (registers model type "ouro")
 from loopkv.models import OuroForCausalLM
 
 

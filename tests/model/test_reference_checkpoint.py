@@ -4,7 +4,7 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
-import loopkv  # noqa: F401
+import loopkv.models.modeling_ouro  # noqa: F401  (registers model type "ouro")
 from loopkv.cache import make_cache
 from loopkv.models import OuroConfig, OuroForCausalLM
 

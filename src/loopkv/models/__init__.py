@@ -1,11 +1,16 @@
-"""The looped LM. Importing this registers model type "ouro" with transformers' Auto classes."""
-from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
+"""The looped LM. Importing modeling_ouro (or any model class from here, e.g.
+`from loopkv.models import OuroForCausalLM`) registers model type "ouro" with transformers' Auto
+classes. The names resolve on first use, so that a model-free command importing, say,
+loopkv.models.commands starts without torch and transformers."""
+import importlib
 
-from loopkv.models.configuration_ouro import OuroConfig
-from loopkv.models.modeling_ouro import OuroForCausalLM, OuroModel, exit_distribution
+_HOMES = {"OuroConfig": "configuration_ouro", "OuroModel": "modeling_ouro", "OuroForCausalLM": "modeling_ouro",
+          "exit_distribution": "modeling_ouro"}
 
-AutoConfig.register("ouro", OuroConfig, exist_ok=True)
-AutoModel.register(OuroConfig, OuroModel, exist_ok=True)
-AutoModelForCausalLM.register(OuroConfig, OuroForCausalLM, exist_ok=True)
+__all__ = list(_HOMES)
 
-__all__ = ["OuroConfig", "OuroModel", "OuroForCausalLM", "exit_distribution"]
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)

@@ -1,7 +1,7 @@
 """Config of the Ouro looped LM (model_type "ouro"), readable from real Ouro checkpoints' config.json."""
 from __future__ import annotations
 
-from transformers import PreTrainedConfig
+from transformers import AutoConfig, PreTrainedConfig
 
 
 class OuroConfig(PreTrainedConfig):
@@ -73,3 +73,6 @@ class OuroConfig(PreTrainedConfig):
             raise ValueError(f"melt_chunk_size must be >= 1 or None, got {self.melt_chunk_size}")
         if self.total_ut_steps < 1:
             raise ValueError(f"total_ut_steps must be >= 1, got {self.total_ut_steps}")
+
+
+AutoConfig.register("ouro", OuroConfig, exist_ok=True)   # AutoConfig.from_pretrained(ouro_dir) without remote code

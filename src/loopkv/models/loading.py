@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
+import loopkv.models.modeling_ouro  # noqa: F401  (registers model type "ouro" with the Auto classes)
 from loopkv.errors import LoopKVError
 from loopkv.utils.checked_io import check_finite, check_tensors, read_json, safetensors_shapes
 from loopkv.utils.device import place
@@ -33,8 +34,6 @@ def load_teacher(directory: str | Path, dtype: str = "float32", device: str | to
     config_json = read_json(directory / "config.json", "model config", fields={"model_type": str})
     if config_json["model_type"] != "ouro":
         raise LoopKVError(f"teacher checkpoint {directory}: model_type {config_json['model_type']!r}, expected 'ouro'")
-    import loopkv.models  # noqa: F401  (registers "ouro")
-
     try:
         config = AutoConfig.from_pretrained(directory)
         with torch.device("meta"):   # the architecture's tensors, without allocating them

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import GenerationMixin, PreTrainedModel
+from transformers import AutoModel, AutoModelForCausalLM, GenerationMixin, PreTrainedModel
 from transformers.modeling_outputs import ModelOutput
 
 from loopkv.cache import LoopCache, make_cache
@@ -351,3 +351,10 @@ def _attention_mask(attention_mask, past: int, n: int, device, batch: int) -> to
         allowed = allowed & attention_mask.bool()[:, None, None, :]
         allowed = allowed | (k_idx == q_idx)[None, None]
     return allowed
+
+
+# model type "ouro" for transformers' Auto classes (its config registers in configuration_ouro):
+# importing this module is what makes AutoModelForCausalLM.from_pretrained(ouro_dir) work without
+# trust_remote_code
+AutoModel.register(OuroConfig, OuroModel, exist_ok=True)
+AutoModelForCausalLM.register(OuroConfig, OuroForCausalLM, exist_ok=True)
