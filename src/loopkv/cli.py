@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "loopkv.serve.commands",
     "loopkv.report.commands",
     "loopkv.config_commands",
+    "loopkv.claims.commands",
     "loopkv.verify",
 )
 

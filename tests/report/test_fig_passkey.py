@@ -13,7 +13,7 @@ def _result(data, correct, method="lla", ratio=4.0):
             "samples": [{"doc_id": i, "accuracy": float(correct(r["meta"]))} for i, r in enumerate(data)]}
 
 
-def test_cells_average_trials_and_the_boundary_is_the_last_length_every_depth_passes():
+def test_cells_average_trials_and_the_boundary_is_drawn_on_cells_pooled_over_depths():
     data = _data([64, 128, 256], [0.0, 0.5, 1.0], 4)
     # perfect at 64; at 128 depth 0.5 fails one of four trials (0.75 < 0.9); 256 all wrong
     seen = {}
@@ -26,12 +26,20 @@ def test_cells_average_trials_and_the_boundary_is_the_last_length_every_depth_pa
     cells = grid(data, _result(data, correct))
     assert cells["lengths"] == [64, 128, 256] and cells["depths"] == [0.0, 0.5, 1.0]
     assert cells["accuracy"][1] == [1.0, 0.75, 0.0] and cells["n"][0] == [4, 4, 4]
-    assert reliable_length(cells, 0.9) == 64
-    assert reliable_length(cells, 0.75) == 128
+    # the paper's cell is (ratio, length) over all depths: 11 of 12 trials at 128 (.917 >= .9)
+    assert reliable_length(cells, 0.9) == 128
+    assert reliable_length(cells, 0.95) == 64
+    # every (depth, length) cell: stricter, the one 0.75 depth ends it
+    assert reliable_length(cells, 0.9, every_depth=True) == 64
+    assert reliable_length(cells, 0.75, every_depth=True) == 128
     assert reliable_length({**cells, "accuracy": [[0.0] * 3] * 3}, 0.9) is None
     rows, spec = table_rows([_result(data, correct)], [cells], 0.9)
-    assert rows[0]["len_128"] == pytest.approx((1 + 0.75 + 1) / 3) and rows[0]["paper"] == ".87 at 64k"   # lla at 4x
+    assert rows[0]["len_128"] == pytest.approx(11 / 12) and rows[0]["paper"] == ".87 at 64k"   # lla at 4x
+    assert (rows[0]["reliable_length"], rows[0]["reliable_every_depth"]) == (128, 64)
+    assert (rows[0]["n_per_cell"], rows[0]["n_per_depth_cell"]) == (12, 4)
     assert "len_256" in spec.keys
+    # the paper's other rows, Figure 8's 14.2x and 15.5x included, are shown as not run
+    assert sorted(r["ratio"] for r in rows[1:] if r["budget"] == "not run") == [1.0, 5.33, 10.67, 14.2, 15.5, 21.33]
 
 
 def test_a_grid_with_an_empty_cell_is_an_error():

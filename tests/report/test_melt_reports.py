@@ -11,7 +11,7 @@ def metrics(method, budget, ratio, kl, em):
     return {"method": method, "budget": budget, "setting": {"method": method, "kwargs": {}, "ratio": ratio},
             "bytes_per_token": int(8192 / ratio), "teacher_bytes_per_token": 8192, "cache_dtype": "bfloat16",
             "compute_dtype": "float32", "fidelity": {"kl": kl, "top1": 1 - kl, "n_tokens": 100},
-            "arithmetic": {"exact_match": em, "n": 50}, "cloze": {"accuracy": 0.3, "n": 40},
+            "arithmetic": {"exact_match": em, "n": 40}, "cloze": {"accuracy": 0.3, "n": 40},
             "passkey": {"by_length": {"64": {"accuracy": 1.0, "n": 10}, "256": {"accuracy": 0.0, "n": 10}}}}
 
 
@@ -23,11 +23,22 @@ CURVES = {"full": {"best": {"kl": 0.04}}, "gate_mean": {"best": {"kl": 0.15}}}
 
 def test_recipe_rows_are_measured_with_the_papers_gate_values_beside():
     rows = melt_tables.recipe_rows(3, RECIPES, CELLS, CURVES, passkey_train_max=126)
-    assert [(r["recipe"], r["arith_em"], r["heldout_kl"]) for r in rows] == [("full", 0.6, 0.04), ("gate_mean", 0.3, 0.15)]
-    assert [r["paper_aime24"] for r in rows] == [MELT_TABLE3["full"], MELT_TABLE3["mean"]]
+    measured, not_run = rows[:2], rows[2:]
+    assert [(r["recipe"], r["arith_em"], r["heldout_kl"]) for r in measured] == [("full", 0.6, 0.04), ("gate_mean", 0.3, 0.15)]
+    assert [r["paper_aime24"] for r in measured] == [MELT_TABLE3["full"], MELT_TABLE3["mean"]]
     assert rows[0]["passkey_in"] == 1.0 and rows[0]["passkey_out"] == 0.0 and rows[0]["bytes_ratio"] == 4.0
+    # the paper's other gates are shown, marked not run, never dropped
+    assert [(r["recipe"], r["gate"], r["paper_aime24"]) for r in not_run] == [
+        ("not run", "single", 34.4), ("not run", "last", 33.7), ("not run", "ema", 30.2)]
+    assert all("arith_em" not in r for r in not_run)
+
+
+def test_table4s_one_paper_number_is_an_unnamed_benchmarks_accuracy_and_not_the_full_recipes():
+    # MELT Table 4 gives no number for its full recipe (44.8 is Table 3's element-wise gate, AIME24)
     four = melt_tables.recipe_rows(4, {"full": RECIPES["full"]}, CELLS, CURVES, 126)
-    assert four[0]["paper_aime24"] == 44.8
+    assert four[0]["recipe"] == "full" and four[0]["paper_acc"] is None and "paper_aime24" not in four[0]
+    assert [(r["recipe"], r["chunk"], r["paper_acc"]) for r in four[1:]] == [("no_chunk", "not run", 0.0)]
+    assert "paper_aime24" not in melt_tables.TABLE4.keys and "paper_acc" in melt_tables.TABLE4.keys
 
 
 def test_versus_rows_put_paper_values_only_on_the_llas_table_rows(tmp_path):

@@ -1,6 +1,8 @@
 """Table 1 from method-eval results: every measured value from the inputs, paper values beside."""
 import csv
 
+import pytest
+
 from loopkv.report.paper_values import TABLE1
 from loopkv.report.table1 import build_rows, write_csv, write_pdf, write_tex
 
@@ -22,7 +24,7 @@ CURVES = {("lla", "4x"): {"curve": {"heldout": [{"step": 0, "kl": 0.02}, {"step"
 
 
 def test_rows_carry_measured_values_and_paper_values_separately():
-    rows = build_rows(CELLS, CURVES, passkey_train_max=126)
+    rows = build_rows(CELLS, CURVES, passkey_train_max=126)[:3]
     assert [r["method"] for r in rows] == ["full", "lla", "kv_quant"]
     lla = rows[1]
     assert (lla["kl_streamed"], lla["arith_em"], lla["kl_two_pass"], lla["kl_svd_only"]) == (0.01, 0.77, 0.008, 0.02)
@@ -40,10 +42,50 @@ def test_csv_tex_and_pdf_are_written(tmp_path):
     write_tex(rows, tmp_path / "t.tex")
     write_pdf(rows, tmp_path / "t.pdf", "test")
     read = list(csv.DictReader(open(tmp_path / "t.csv")))
-    assert [r["method"] for r in read] == ["full", "lla", "kv_quant"]
+    assert [r["method"] for r in read[:3]] == ["full", "lla", "kv_quant"]
+    assert {r["budget"] for r in read[3:]} == {"not run"}
     assert float(read[1]["arith_em"]) == 0.77 and read[0]["kl_two_pass"] == "" and read[1]["n_arith"] == "200"
     assert "bfloat16" in (tmp_path / "t.tex").read_text()
     assert (tmp_path / "t.pdf").read_bytes().startswith(b"%PDF")
     first = (tmp_path / "t.pdf").read_bytes()
     write_pdf(rows, tmp_path / "t.pdf", "test")
     assert (tmp_path / "t.pdf").read_bytes() == first      # byte-identical reruns
+
+
+def test_every_paper_row_is_shown_and_the_ones_not_run_say_so():
+    rows = build_rows(CELLS, CURVES, passkey_train_max=126)
+    run = {("full", 1.0), ("lla", 4.0), ("kv_quant", 5.33)}
+    not_run = rows[3:]
+    # one row per paper entry this run has no cell for, with every paper value the paper gives
+    assert sorted((r["method"], r["ratio"]) for r in not_run) == sorted(set(TABLE1) - run)
+    for r in not_run:
+        assert r["budget"] == "not run" and r.get("arith_em") is None and r.get("kl_streamed") is None
+        assert {k: r[f"paper_{k}"] for k in TABLE1[r["method"], r["ratio"]]} == TABLE1[r["method"], r["ratio"]]
+    # Table 1's text gives the KLs at 21.33x: LLA-2D's .097 beats per-head LLA's .128
+    by = {(r["method"], r["ratio"]): r for r in not_run}
+    assert (by["lla2d", 21.33]["paper_kl"], by["lla", 21.33]["paper_kl"]) == (0.097, 0.128)
+
+
+def test_every_accuracy_carries_its_wilson_interval_and_n(tmp_path):
+    from scipy.stats import binomtest   # the reference: scipy's own Wilson interval
+
+    rows = build_rows(CELLS, CURVES, passkey_train_max=126)
+    write_csv(rows, tmp_path / "t.csv")
+    write_tex(rows, tmp_path / "t.tex")
+    read = list(csv.DictReader(open(tmp_path / "t.csv")))
+    lla = read[1]
+    for key, successes, n in [("arith_em", 154, 200), ("cloze_acc", 60, 200), ("passkey_in", 38, 40),
+                              ("passkey_out", 1, 20)]:
+        ci = binomtest(successes, n).proportion_ci(confidence_level=0.95, method="wilson")
+        assert (float(lla[f"{key}_lo"]), float(lla[f"{key}_hi"])) == pytest.approx((ci.low, ci.high), abs=1e-9), key
+    ci = binomtest(154, 200).proportion_ci(method="wilson")
+    assert f"0.770 [{ci.low:.2f}, {ci.high:.2f}]" in (tmp_path / "t.tex").read_text()
+    assert read[3]["arith_em_lo"] == ""   # a not-run row has no interval
+
+
+def test_an_accuracy_that_is_not_a_proportion_of_its_n_is_refused(tmp_path):
+    bad = [metrics("lla", "4x", 4.0, 0.01, 0.7777, 0.9)]   # 0.7777 of 200 items is no whole count
+    from loopkv.errors import LoopKVError
+
+    with pytest.raises(LoopKVError, match="arith_em of lla: 0.7777 is not a proportion of 200 items"):
+        write_csv(build_rows(bad, CURVES, passkey_train_max=126), tmp_path / "t.csv")

@@ -49,7 +49,7 @@ def test_editing_a_task_key_reruns_that_task_and_what_depends_on_it(finished):
     assert rerun_counts(finished, "edited.yaml") == {
         "task_data": 1, "teacher_eval": 1, "method_eval": 6, "table1": 1, "melt_eval": 8, "melt_table": 2,
         "melt_vs_lla": 1, "on_policy_eval": 1, "table4_fig7": 1,
-        "lm_eval_shard": 2, "lm_eval_merge": 2, "table7": 1, "agreement": 1, "all": 1}   # the suite's cloze task, both models
+        "lm_eval_shard": 2, "lm_eval_merge": 2, "table7": 1, "agreement": 1, "claims": 1, "all": 1}   # the suite's cloze task, both models
 
 
 def test_figure2_is_built_from_the_calibration(finished):
@@ -70,15 +70,18 @@ def test_a_plotting_only_edit_redraws_and_retrains_nothing(finished):
     micro["report"] = {"dpi": 80}
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
     assert rerun_counts(finished, "edited.yaml") == {"fig2_spectra": 1, "fig_memory": 1, "fig8": 1,
-                                                                     "table4_fig7": 1, "all": 1}
+                                                                     "table4_fig7": 1, "claims": 1, "all": 1}
 
 
 def test_table1_is_built_from_every_cell(finished):
     import csv
 
     rows = list(csv.DictReader(open(finished / "reports/table1.csv")))
+    assert {r["budget"] for r in rows[5:]} == {"not run"}   # the paper's rows this config does not run
+    rows = rows[:5]
     assert [(r["method"], r["budget"]) for r in rows] == [
         ("full", "1x"), ("final_loop", "2x"), ("cla", "2x"), ("lla", "4x"), ("kv_quant", "4x")]
+    assert all(float(r["arith_em_lo"]) <= float(r["arith_em"]) <= float(r["arith_em_hi"]) for r in rows)
     by_method = {r["method"]: r for r in rows}
     assert abs(float(by_method["full"]["kl_streamed"])) < 1e-5 and float(by_method["full"]["top1_streamed"]) == 1.0
     assert by_method["lla"]["trained"] == "True" and by_method["kv_quant"]["trained"] == "False"
@@ -101,7 +104,7 @@ def test_a_distillation_edit_reruns_only_the_codec_cells(finished):
     assert rerun_counts(finished, "edited.yaml") == {
         "distill": 2, "method_eval": 2, "table1": 1, "melt_vs_lla": 1, "melt_memory": 1, "fig_memory": 1,
         "distill_on_policy": 1, "on_policy_eval": 1, "table4_fig7": 1, "lm_eval_shard": 7, "lm_eval_merge": 6,
-        "table7": 1, "fig8": 1, "agreement": 1, "all": 1}
+        "table7": 1, "fig8": 1, "agreement": 1, "claims": 1, "all": 1}
 
 
 def test_a_resource_edit_reruns_nothing(finished):
@@ -125,7 +128,7 @@ def test_one_baselines_quantiser_edit_reevaluates_only_its_cell(finished):
     micro = yaml.safe_load((finished / "micro.yaml").read_text())
     micro["methods"]["kv_quant_group"] = 16     # kv_quant's own knob (its bits follow from the budget)
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
-    assert rerun_counts(finished, "edited.yaml") == {"method_eval": 1, "table1": 1, "all": 1}
+    assert rerun_counts(finished, "edited.yaml") == {"method_eval": 1, "table1": 1, "claims": 1, "all": 1}
     assert "results/methods/kv_quant/4x/quality.json" in planned_outputs(finished, "--configfile", "edited.yaml")
 
 
@@ -136,7 +139,7 @@ def test_a_read_path_edit_reevaluates_only_the_lla_cells(finished):
     # the memory figure measures LLA on its latent capacity path whatever read_path says
     assert rerun_counts(finished, "edited.yaml") == {
         "method_eval": 2, "table1": 1, "melt_vs_lla": 1, "on_policy_eval": 1, "table4_fig7": 1,
-        "lm_eval_shard": 7, "lm_eval_merge": 6, "table7": 1, "fig8": 1, "agreement": 1, "all": 1}
+        "lm_eval_shard": 7, "lm_eval_merge": 6, "table7": 1, "fig8": 1, "agreement": 1, "claims": 1, "all": 1}
 
 
 def test_melt_tables_and_memory_are_built_from_the_recipes(finished):
@@ -166,7 +169,7 @@ def test_a_stage2_edit_retrains_only_stage2(finished):
     # every recipe with a stage 2 (all but no_stage2); no stage 1, no distillation
     assert rerun_counts(finished, "edited.yaml") == {
         "melt_stage2": 7, "melt_eval": 7, "melt_table": 2, "melt_vs_lla": 1, "melt_memory": 1, "fig_memory": 1,
-        "all": 1}
+        "claims": 1, "all": 1}
 
 
 def test_an_ema_decay_edit_retrains_only_the_ema_recipe(finished):
@@ -174,20 +177,20 @@ def test_an_ema_decay_edit_retrains_only_the_ema_recipe(finished):
     micro["melt"]["ema_decay"] = 0.25
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
     assert rerun_counts(finished, "edited.yaml") == {
-        "melt_stage1": 1, "melt_stage2": 1, "melt_eval": 1, "melt_table": 1, "all": 1}
+        "melt_stage1": 1, "melt_stage2": 1, "melt_eval": 1, "melt_table": 1, "claims": 1, "all": 1}
 
 
 def test_a_memory_edit_remeasures_only_memory(finished):
     micro = yaml.safe_load((finished / "micro.yaml").read_text())
     micro["melt"]["memory_lengths"] = [4, 6]
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
-    assert rerun_counts(finished, "edited.yaml") == {"melt_memory": 1, "fig_memory": 1, "all": 1}
+    assert rerun_counts(finished, "edited.yaml") == {"melt_memory": 1, "fig_memory": 1, "claims": 1, "all": 1}
 
 
 def test_the_suite_table7_is_built_from_merged_shards(finished):
     import csv
 
-    rows = {r["method"]: r for r in csv.DictReader(open(finished / "reports/table7.csv"))}
+    rows = {r["method"]: r for r in csv.DictReader(open(finished / "reports/table7.csv")) if r["budget"] != "not run"}
     assert set(rows) == {"full", "lla"}
     assert [rows["full"][f"n_{t}"] for t in ("gsm8k", "arc_easy", "humaneval", "passkey", "cloze")] == \
         ["4", "4", "2", "4", "6"]
@@ -213,7 +216,7 @@ def test_one_benchmarks_shard_count_reruns_only_its_shards(finished):
     micro["lm_eval"]["tasks"][0]["shards"] = 3            # gsm8k: 2 -> 3 shards
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
     assert rerun_counts(finished, "edited.yaml") == {
-        "lm_eval_shard": 6, "lm_eval_merge": 2, "table7": 1, "all": 1}
+        "lm_eval_shard": 6, "lm_eval_merge": 2, "table7": 1, "claims": 1, "all": 1}
 
 
 def test_passkey_grid_and_on_policy_reports(finished):
@@ -223,9 +226,10 @@ def test_passkey_grid_and_on_policy_reports(finished):
     assert [(m["method"], m["budget"]) for m in grid["methods"]] == [("full", "1x"), ("lla", "4x")]
     assert grid["methods"][0]["lengths"] == [100, 120] and grid["methods"][0]["depths"] == [0.0, 1.0]
     assert all(n == 1 for m in grid["methods"] for row in m["n"] for n in row)
-    assert [r["budget"] for r in csv.DictReader(open(finished / "reports/table12.csv"))] == ["1x", "4x"]
+    table12 = [r["budget"] for r in csv.DictReader(open(finished / "reports/table12.csv"))]
+    assert table12[:2] == ["1x", "4x"] and set(table12[2:]) == {"not run"}   # the paper's other rows stay
     table4 = list(csv.DictReader(open(finished / "reports/table4.csv")))
-    assert [r["budget"] for r in table4] == ["4x"] and table4[0]["on_policy_steps"] == "2"
+    assert [r["budget"] for r in table4] == ["4x", *["not run"] * 4] and table4[0]["on_policy_steps"] == "2"
     assert float(table4[0]["paper_on"]) == 0.66
     curve = json.loads((finished / "results/on_policy/lla/4x/curve.json").read_text())
     assert [p["step"] for p in curve["curve"]["heldout"]] == [0, 1, 2]

@@ -163,7 +163,23 @@ def default_targets():
     suite += [f"{REPORTS}/table4.pdf"] if config["on_policy"]["budgets"] else []
     suite += [f"{REPORTS}/agreement.json"] if agreement_pairs() else []
     serving = [f"{REPORTS}/table5.pdf", f"{REPORTS}/table13.pdf"]
-    return teacher + [f"{REPORTS}/fig2_spectra.pdf", f"{REPORTS}/table1.pdf"] + melt + suite + serving
+    claims = [f"{REPORTS}/claims.md"]
+    return teacher + [f"{REPORTS}/fig2_spectra.pdf", f"{REPORTS}/table1.pdf"] + melt + suite + serving + claims
+
+
+def claim_reports():
+    """name -> file of every report this configuration builds that the claims read (loopkv.claims)."""
+    reports = {name: f"{REPORTS}/{name}.csv" for name in ("table1", "melt_table3", "melt_table4", "melt_vs_lla",
+                                                          "table5", "table13")}
+    reports |= {"fig_memory_vs_length": f"{REPORTS}/fig_memory_vs_length.json",
+                "cross_loop_structure": R("analysis/cross_loop_structure.json")}
+    if LM_MODELS and LM_TASK_DATA:
+        reports["table7"] = f"{REPORTS}/table7.csv"
+    if config["passkey_grid"]["models"]:
+        reports["fig8_passkey"] = f"{REPORTS}/fig8_passkey.json"
+    if config["on_policy"]["budgets"]:
+        reports["table4"] = f"{REPORTS}/table4.csv"
+    return reports
 
 
 # ---- KV methods at equal budgets (LLA Table 1)

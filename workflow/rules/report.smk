@@ -32,3 +32,22 @@ rule agreement:
         f"{LOGS}/benchmarks/report/agreement.tsv"
     shell:
         "loopkv check-agreement --pairs {input.pairs:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule claims:
+    input:
+        reports=list(claim_reports().values()),
+    output:
+        csv=f"{REPORTS}/claims.csv",
+        md=f"{REPORTS}/claims.md",
+        pdf=f"{REPORTS}/claims.pdf",
+    params:
+        cfg=job_cfg("claims"),
+        reports=flag_args(("--report", f"{name}={path}") for name, path in claim_reports().items()),
+    log:
+        f"{LOGS}/report/claims.log",
+    benchmark:
+        f"{LOGS}/benchmarks/report/claims.tsv"
+    shell:
+        "loopkv claims --cfg {params.cfg:q} {params.reports} --csv {output.csv:q} --md {output.md:q}"
+        " --pdf {output.pdf:q} > {log:q} 2>&1"

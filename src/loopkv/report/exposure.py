@@ -22,7 +22,7 @@ SPEC = tables.TableSpec(
              ("paper_no_answer_off", "paper no ans.\noff-policy"), ("paper_no_answer_on", "paper no ans.\non-policy")],
     csv_extra=["n_arith", "teacher_em", "teacher_no_answer", "on_policy_steps", "window_kl_off", "window_kl_on",
                "on_policy_kl_start", "on_policy_kl_best", "on_policy_best_step"],
-    width=19)
+    width=19, proportions={k: "n_arith" for k in ("em_off", "em_on", "no_answer_off", "no_answer_on")})
 
 
 def arithmetic_samples(quality_samples: dict) -> list[dict]:
@@ -61,7 +61,9 @@ def table_rows(cells: list[dict], teacher: dict) -> list[dict]:
                      "on_policy_kl_start": c["on_curve"]["curve"]["heldout"][0]["kl"],
                      "on_policy_kl_best": c["on_curve"]["best"]["kl"], "on_policy_best_step": c["on_curve"]["best"]["step"],
                      **{f"paper_{k}": v for k, v in paper.items()}})
-    return rows
+    run = {round(r["ratio"], 2) for r in rows}
+    return rows + tables.not_run_rows(TABLE4, run, lambda ratio, paper: {
+        "method": "lla", "budget": tables.NOT_RUN, "ratio": ratio, **{f"paper_{k}": v for k, v in paper.items()}})
 
 
 def table_note(rows: list[dict]) -> str:
@@ -69,21 +71,26 @@ def table_note(rows: list[dict]) -> str:
             f"no '#### N' in the output. Teacher: EM {rows[0]['teacher_em']:.3f}, no answer "
             f"{rows[0]['teacher_no_answer']:.3f}. On-policy = the off-policy codec continued for "
             f"{rows[0]['on_policy_steps']} steps on the student's own samples (Eq. 6-7). KL streamed = "
-            f"decode KL to the teacher on test windows. Paper: {TABLE4_SOURCE}.")
+            f"decode KL to the teacher on test windows. Budget '{tables.NOT_RUN}': a paper row this configuration "
+            f"does not run. Paper: {TABLE4_SOURCE}.")
 
 
 def plot_exposure(curves: list[dict], bin_tokens: int, pdf, png, dpi: int) -> None:
     """curves: per budget {"budget", "teacher": curve, "off": curve, "on": curve}."""
     fig, axes = plt.subplots(2, len(curves), figsize=(4.2 * len(curves), 6.2), squeeze=False)
-    styles = {"teacher": ("tab:blue", "o", "-"), "off": ("tab:red", "s", "--"), "on": ("tab:green", "^", "-")}
+    # the paper's colours (LLA Figure 7): teacher grey, off-policy blue, on-policy red
+    styles = {"teacher": ("tab:gray", "o", "-"), "off": ("tab:blue", "s", "--"), "on": ("tab:red", "^", "-")}
     names = {"teacher": "teacher", "off": "off-policy", "on": "on-policy"}
     for col, c in enumerate(curves):
         for key in ("teacher", "off", "on"):
             xs = [(p["lo"] + p["hi"]) / 2 for p in c[key]]
             colour, marker, line = styles[key]
             for row, metric in enumerate(("em", "no_answer")):
-                axes[row, col].plot(xs, [p[metric] for p in c[key]], color=colour, marker=marker, linestyle=line,
-                                    label=names[key])
+                values = [p[metric] for p in c[key]]
+                bounds = [tables.proportion_interval(p[metric], p["n"], f"{key} {metric}") for p in c[key]]
+                yerr = [[v - b.lo for v, b in zip(values, bounds)], [b.hi - v for v, b in zip(values, bounds)]]
+                axes[row, col].errorbar(xs, values, yerr=yerr, color=colour, marker=marker, linestyle=line,
+                                        capsize=2, label=names[key])
         axes[0, col].set_title(f"LLA {c['budget']}", fontsize=9)
         axes[0, col].set_ylabel("exact match")
         axes[1, col].set_ylabel("no-answer rate")
@@ -92,8 +99,8 @@ def plot_exposure(curves: list[dict], bin_tokens: int, pdf, png, dpi: int) -> No
             ax.set_ylim(-0.03, 1.03)
             ax.grid(alpha=0.3)
     axes[0, 0].legend(fontsize=8)
-    fig.suptitle(f"Exposure curves: arithmetic chains binned by generated length (paper: {TABLE4_SOURCE}, Figure 7)",
-                 fontsize=9)
+    fig.suptitle(f"Exposure curves: arithmetic chains binned by generated length, 95% Wilson intervals per bin "
+                 f"(paper: {TABLE4_SOURCE}, Figure 7)", fontsize=9)
     fig.tight_layout()
     fig.savefig(pdf, metadata={"CreationDate": None})
     fig.savefig(png, dpi=dpi)

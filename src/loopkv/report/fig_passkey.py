@@ -1,5 +1,7 @@
-"""LLA Figure 8 / Table 12 from our runs: passkey exact recall per (length, depth) cell for every
-served method, as heatmaps with the reliable-length boundary drawn, and the table of recall by length."""
+"""LLA Figure 8 / Table 12 from our runs: passkey exact recall for every served method. The paper's
+cell is a (ratio, length) pair pooled over its depths (15 trials = 5 keys x 3 depths), its boundary
+drawn on those pooled cells; the figure's first panel is that view (rows: methods, columns: lengths),
+then one (depth, length) heatmap per method with the stricter every-depth boundary."""
 from __future__ import annotations
 
 import matplotlib
@@ -9,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from loopkv.report import tables  # noqa: E402
-from loopkv.report.paper_values import TABLE12, TABLE12_SOURCE  # noqa: E402
+from loopkv.report.paper_values import FIG8_OURO_2_6B, TABLE12, TABLE12_SOURCE, TABLE12_SOURCE_NOTE  # noqa: E402
 
 
 def grid(data_rows: list[dict], result: dict) -> dict:
@@ -29,11 +31,21 @@ def grid(data_rows: list[dict], result: dict) -> dict:
     return {"lengths": lengths, "depths": depths, "accuracy": (hits / n).tolist(), "n": n.tolist()}
 
 
-def reliable_length(cells: dict, bar: float) -> int | None:
-    """The longest length L such that every cell at lengths <= L recalls >= bar (None: not even the shortest)."""
+def pooled(cells: dict) -> list[float]:
+    """Recall per length over all its depths (the paper's cell), weighted by trials."""
+    acc, n = np.array(cells["accuracy"]), np.array(cells["n"])
+    return ((acc * n).sum(axis=0) / n.sum(axis=0)).tolist()
+
+
+def reliable_length(cells: dict, bar: float, every_depth: bool = False) -> int | None:
+    """The longest length L such that every cell at lengths <= L recalls >= bar (None: not even the
+    shortest). Cells are the paper's (length, pooled over depths), or with every_depth each (depth,
+    length) cell: stricter, one bad depth ends it."""
+    per_length = ([min(row[j] for row in cells["accuracy"]) for j in range(len(cells["lengths"]))]
+                  if every_depth else pooled(cells))
     best = None
-    for j, length in enumerate(cells["lengths"]):
-        if min(row[j] for row in cells["accuracy"]) < bar:
+    for length, value in zip(cells["lengths"], per_length):
+        if value < bar:
             break
         best = length
     return best
@@ -44,14 +56,33 @@ def label(result: dict) -> str:
     return name if result["method"] == "full" else f"{name} {result['budget']}"
 
 
+def plot_pooled(ax, results: list[dict], cells: list[dict], bar: float):
+    """The paper's view: one row per method, one column per length, the black staircase through the
+    right edge of each row's reliable length."""
+    acc = np.array([pooled(c) for c in cells])
+    image = ax.imshow(acc, vmin=0, vmax=1, cmap="viridis", aspect="auto", origin="upper")
+    ax.set_xticks(range(len(cells[0]["lengths"])), [str(x) for x in cells[0]["lengths"]], fontsize=7)
+    ax.set_yticks(range(len(results)), [label(r) for r in results], fontsize=7)
+    for (i, j), value in np.ndenumerate(acc):
+        ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=6, color="white" if value < 0.5 else "black")
+    for i, c in enumerate(cells):
+        reliable = reliable_length(c, bar)
+        edge = -0.5 if reliable is None else c["lengths"].index(reliable) + 0.5
+        ax.plot([edge, edge], [i - 0.5, i + 0.5], color="black", linewidth=2)
+    ax.set_title(f"pooled over depths (the paper's cells); black: reliable (>= {bar:g})", fontsize=8)
+    ax.set_xlabel("length (tokens)", fontsize=7)
+    return image
+
+
 def plot(results: list[dict], cells: list[dict], bar: float, pdf, png, dpi: int) -> None:
-    cols = min(4, len(results))
-    rows = -(-len(results) // cols)
+    cols = min(4, len(results) + 1)
+    rows = -(-(len(results) + 1) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols + 1.0, 3.0 * rows + 0.8), squeeze=False,
                              layout="constrained")
-    for ax in axes.flat[len(results):]:
+    for ax in axes.flat[len(results) + 1:]:
         ax.axis("off")
-    for ax, result, c in zip(axes.flat, results, cells):
+    plot_pooled(axes.flat[0], results, cells, bar)
+    for ax, result, c in zip(axes.flat[1:], results, cells):
         acc = np.array(c["accuracy"])
         image = ax.imshow(acc, vmin=0, vmax=1, cmap="viridis", aspect="auto", origin="lower")
         ax.set_xticks(range(len(c["lengths"])), [str(x) for x in c["lengths"]], fontsize=7)
@@ -59,17 +90,18 @@ def plot(results: list[dict], cells: list[dict], bar: float, pdf, png, dpi: int)
         for (d, L), value in np.ndenumerate(acc):
             ax.text(L, d, f"{value:.2f}", ha="center", va="center", fontsize=6,
                     color="white" if value < 0.5 else "black")
-        reliable = reliable_length(c, bar)
+        reliable = reliable_length(c, bar, every_depth=True)
         if reliable is not None:   # the boundary: right edge of the last reliable length
             ax.axvline(c["lengths"].index(reliable) + 0.5, color="red", linewidth=2)
-        ax.set_title(f"{label(result)}  (reliable: {reliable if reliable is not None else 'none'})", fontsize=8)
-        if ax in axes[-1] or ax is axes.flat[len(results) - 1]:
+        ax.set_title(f"{label(result)}  (every depth reliable: {reliable if reliable is not None else 'none'})",
+                     fontsize=8)
+        if ax in axes[-1] or ax is axes.flat[len(results)]:
             ax.set_xlabel("length (tokens)", fontsize=7)
         if ax in axes[:, 0]:
             ax.set_ylabel("needle depth", fontsize=7)
     fig.colorbar(image, ax=axes, shrink=0.6, label="exact recall")
-    fig.suptitle(f"Passkey exact recall by length and depth (red line: reliable boundary, every depth >= {bar:g}); "
-                 f"paper: {TABLE12_SOURCE}", fontsize=9)
+    fig.suptitle(f"Passkey exact recall by length (first panel, the paper's view) and by length and depth (red: "
+                 f"every depth >= {bar:g}); paper: {TABLE12_SOURCE}, {TABLE12_SOURCE_NOTE}", fontsize=9)
     fig.savefig(pdf, metadata={"CreationDate": None})
     fig.savefig(png, dpi=dpi)
     plt.close(fig)
@@ -79,14 +111,25 @@ def table_rows(results: list[dict], cells: list[dict], bar: float) -> tuple[list
     lengths = cells[0]["lengths"]
     rows = []
     for result, c in zip(results, cells):
-        acc = np.array(c["accuracy"])
         row = {"method": result["method"], "budget": result["budget"], "ratio": result["setting"]["ratio"],
-               "reliable_length": reliable_length(c, bar), "n_per_cell": int(np.min(c["n"])),
-               "paper": TABLE12.get((result["method"], round(result["setting"]["ratio"], 2)))}
-        row.update({f"len_{L}": float(acc[:, j].mean()) for j, L in enumerate(lengths)})
+               "reliable_length": reliable_length(c, bar),
+               "reliable_every_depth": reliable_length(c, bar, every_depth=True),
+               "n_per_cell": int(np.min(np.array(c["n"]).sum(axis=0))), "n_per_depth_cell": int(np.min(c["n"])),
+               "paper": TABLE12.get(tables.ratio_key(result["method"], result["setting"]["ratio"]))}
+        row.update({f"len_{L}": value for L, value in zip(lengths, pooled(c))})
+        row.update({f"n_len_{L}": int(trials) for L, trials in zip(lengths, np.array(c["n"]).sum(axis=0))})
         rows.append(row)
+    run = {tables.ratio_key(r["method"], r["ratio"]) for r in rows}
+    rows += tables.not_run_rows(TABLE12, run, lambda key, value: {
+        "method": key[0], "budget": tables.NOT_RUN, "ratio": key[1], "paper": value})
     spec = tables.TableSpec(
         columns=[("method", "method"), ("budget", "budget"), ("ratio", "ratio"),
                  *((f"len_{L}", f"recall\n{L} tok") for L in lengths), ("reliable_length", "reliable\nlength"),
-                 ("paper", "paper (2k-64k)")], csv_extra=["n_per_cell"], width=6 + 1.3 * len(lengths))
+                 ("reliable_every_depth", "reliable at\nevery depth"), ("paper", "paper (2k-64k)")],
+        csv_extra=["n_per_cell", "n_per_depth_cell", *(f"n_len_{L}" for L in lengths)], width=7.5 + 1.3 * len(lengths),
+        proportions={f"len_{L}": f"n_len_{L}" for L in lengths})
     return rows, spec
+
+
+def paper_2_6b_note() -> str:
+    return "; ".join(f"Ouro-2.6B {tables.method_label(m)} {r:g}x: {v}" for (m, r), v in FIG8_OURO_2_6B.items())

@@ -6,19 +6,27 @@ import re
 from pathlib import Path
 
 from loopkv.data.tasks.arithmetic import check_answer
-from loopkv.eval.answers import extract_gsm8k, extract_math, gsm8k_correct, math_correct
+from loopkv.eval.answers import (extract_math, gsm8k_correct, gsm8k_no_answer, math_equivalent,
+                                 math_verify_equivalent)
 
 
 def gsm8k(doc: dict, results: list[str]) -> dict:
+    """lm-eval's two GSM8K extractions: exact_match = strict-match (the number after '#### '),
+    exact_match_flexible = flexible-extract (the last number)."""
     text = results[0]
     return {"exact_match": float(gsm8k_correct(text, doc["answer"])),
-            "no_answer": float(extract_gsm8k(text) is None)}
+            "exact_match_flexible": float(gsm8k_correct(text, doc["answer"], flexible=True)),
+            "no_answer": float(gsm8k_no_answer(text))}
 
 
 def math500(doc: dict, results: list[str]) -> dict:
-    text = results[0]
-    return {"exact_match": float(math_correct(text, doc["answer"])),
-            "no_answer": float(extract_math(text) is None)}
+    """One extracted final answer, two checkers: exact_match = math-verify, exact_match_sympy = ours
+    (normalisation + sympy); checkers_disagree = the two differ on this document."""
+    found = extract_math(results[0])
+    verified = found is not None and math_verify_equivalent(found, doc["answer"])
+    ours = found is not None and math_equivalent(found, doc["answer"])
+    return {"exact_match": float(verified), "exact_match_sympy": float(ours),
+            "checkers_disagree": float(verified != ours), "no_answer": float(found is None)}
 
 
 def arithmetic(doc: dict, results: list[str]) -> dict:

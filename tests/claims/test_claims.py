@@ -1,0 +1,127 @@
+"""Claim verdicts on constructed report files: reproduced / contradicted / inconclusive / not run,
+the registry's size and its references to real table columns."""
+import csv
+import json
+
+import pytest
+
+from loopkv.claims import verdict
+from loopkv.claims.claim import Claim, evaluate
+from loopkv.claims.evidence import Computed, Reports, cell
+from loopkv.claims.registry import CLAIMS
+
+
+def _table(tmp_path, name, rows):
+    path = tmp_path / f"{name}.csv"
+    fields = sorted({k for r in rows for k in r})
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def _claim(**kw):
+    base = dict(id="t", paper="LLA", source="Table 1", statement="s", paper_value="p",
+                quantity=cell("table1", "arith_em", "n_arith", method="lla", budget="4x"), op=">=", bound=0.5)
+    return Claim(**{**base, **kw})
+
+
+@pytest.mark.parametrize("em, n, expected", [
+    (0.9, 100, verdict.REPRODUCED),      # Wilson [.826, .945]: all above .5
+    (0.2, 100, verdict.CONTRADICTED),    # [.133, .289]: all below
+    (0.5, 4, verdict.INCONCLUSIVE),      # [.150, .850] spans .5
+    (0.75, 4, verdict.INCONCLUSIVE),     # 3 of 4: [.301, .954]
+])
+def test_a_threshold_claim_on_one_accuracy(tmp_path, em, n, expected):
+    reports = Reports({"table1": _table(tmp_path, "table1", [{"method": "lla", "budget": "4x", "arith_em": em,
+                                                                "n_arith": n}])})
+    result = evaluate(_claim(), reports, "tiny")
+    assert result.verdict == expected and result.n == n and "table1.csv" in result.source
+
+
+def test_a_difference_claim_uses_newcombes_interval(tmp_path):
+    rows = [{"method": "full", "budget": "1x", "arith_em": 0.8, "n_arith": 200},
+            {"method": "lla", "budget": "4x", "arith_em": 0.79, "n_arith": 200},
+            {"method": "mla_head", "budget": "4x", "arith_em": 0.4, "n_arith": 200}]
+    reports = Reports({"table1": _table(tmp_path, "table1", rows)})
+    teacher = cell("table1", "arith_em", "n_arith", method="full", budget="1x")
+    holds = _claim(op=">=", bound=-0.02, minus=teacher)
+    # .79 - .80 = -.01, interval about [-.09, .07]: spans -.02
+    assert evaluate(holds, reports, "tiny").verdict == verdict.INCONCLUSIVE
+    beaten = _claim(quantity=cell("table1", "arith_em", "n_arith", method="mla_head", budget="4x"), op=">=",
+                    bound=-0.02, minus=teacher)
+    assert evaluate(beaten, reports, "tiny").verdict == verdict.CONTRADICTED   # -.40, about [-.48, -.31]
+    beats = _claim(minus=cell("table1", "arith_em", "n_arith", method="mla_head", budget="4x"), bound=0)
+    result = evaluate(beats, reports, "tiny")
+    assert result.verdict == verdict.REPRODUCED and "newcombe" in result.evidence
+
+
+def test_point_values_are_decided_by_their_value(tmp_path):
+    rows = [{"method": "lla", "budget": "4x", "kl_two_pass": 0.05}, {"method": "mla_head", "budget": "4x", "kl_two_pass": 0.1}]
+    reports = Reports({"table1": _table(tmp_path, "table1", rows)})
+    lower = _claim(quantity=cell("table1", "kl_two_pass", method="lla", budget="4x"), op="<=", bound=0,
+                   minus=cell("table1", "kl_two_pass", method="mla_head", budget="4x"))
+    result = evaluate(lower, reports, "tiny")
+    assert result.verdict == verdict.REPRODUCED and result.n is None
+    assert evaluate(_claim(quantity=lower.minus, op="<=", bound=0, minus=lower.quantity), reports,
+                    "tiny").verdict == verdict.CONTRADICTED
+
+
+def test_not_run_when_the_table_row_or_value_is_absent_or_at_another_scale(tmp_path):
+    rows = [{"method": "lla", "budget": "not run", "arith_em": "", "n_arith": ""},   # a paper-only row
+            {"method": "cla", "budget": "4x", "arith_em": "", "n_arith": ""}]
+    reports = Reports({"table1": _table(tmp_path, "table1", rows)})
+    assert evaluate(_claim(), reports, "tiny").verdict == verdict.NOT_RUN
+    cla = _claim(quantity=cell("table1", "arith_em", "n_arith", method="cla", budget="4x"))
+    assert "has no arith_em" in evaluate(cla, reports, "tiny").evidence
+    assert evaluate(_claim(), Reports({}), "tiny").evidence == "table1 is not built by this configuration"
+    assert evaluate(_claim(scale="paper"), reports, "tiny").verdict == verdict.NOT_AT_SCALE
+    assert evaluate(_claim(scale="paper"), reports, "paper").verdict == verdict.NOT_RUN
+
+
+def test_computed_quantities_read_json_reports(tmp_path):
+    (tmp_path / "m.json").write_text(json.dumps({"summary": {"melt": {"ratio": 4.0}}}))
+    reports = Reports({"mem": tmp_path / "m.json"})
+    q = Computed(("mem",), lambda d: d["summary"]["melt"]["ratio"], "ratio")
+    assert evaluate(_claim(quantity=q, op=">=", bound=4.0), reports, "tiny").verdict == verdict.REPRODUCED
+    missing = Computed(("mem",), lambda d: d["summary"]["lla"]["ratio"], "lla ratio")
+    assert evaluate(_claim(quantity=missing), reports, "tiny").verdict == verdict.NOT_RUN
+
+
+def test_a_passkey_claim_on_a_method_the_grid_does_not_serve_is_not_run(tmp_path):
+    from loopkv.claims.registry import CLAIMS
+
+    (tmp_path / "f.json").write_text(json.dumps({"methods": [
+        {"method": "full", "budget": "1x", "lengths": [64, 128], "pooled_accuracy": [1.0, 1.0], "reliable_length": 128},
+        {"method": "lla", "budget": "4x", "lengths": [64, 128], "pooled_accuracy": [1.0, 0.5], "reliable_length": 64}]}))
+    reports = Reports({"fig8_passkey": tmp_path / "f.json"})
+    by_id = {c.id: evaluate(c, reports, "tiny") for c in CLAIMS if c.id.startswith("lla-t12")}
+    assert by_id["lla-t12-teacher-reliable"].verdict == verdict.REPRODUCED
+    assert by_id["lla-t12-4x-reliable"].verdict == verdict.CONTRADICTED   # reliable to 64 of 128 tokens
+    assert by_id["lla-t12-21x-fails"].verdict == verdict.NOT_RUN           # no 21.33x in this grid
+
+
+def test_the_registry_states_every_claim_once_and_names_real_columns():
+    from loopkv.report import exposure, melt_tables, serving_tables, table1, table7
+
+    assert len(CLAIMS) >= 30 and len({c.id for c in CLAIMS}) == len(CLAIMS)
+    assert {c.paper for c in CLAIMS} >= {"LLA", "MELT"}
+    fields = {"table1": table1.SPEC.csv_fields, "table7": table7.SPEC.csv_fields, "table4": exposure.SPEC.csv_fields,
+              "melt_table3": melt_tables.TABLE3.csv_fields, "melt_table4": melt_tables.TABLE4.csv_fields,
+              "melt_vs_lla": melt_tables.VERSUS.csv_fields, "table5": serving_tables.TABLE5.csv_fields,
+              "table13": serving_tables.TABLE13.csv_fields}
+    for c in CLAIMS:
+        for q in (c.quantity, c.minus):
+            if q is None or not hasattr(q, "column"):
+                continue
+            assert q.column in fields[q.table], (c.id, q.table, q.column)
+            assert q.n is None or q.n in fields[q.table], (c.id, q.n)
+            assert all(k in fields[q.table] for k, _ in q.row), (c.id, q.row)
+
+
+def test_a_bad_claim_is_refused():
+    with pytest.raises(ValueError, match="op must be"):
+        _claim(op=">")
+    with pytest.raises(ValueError, match="scale must be"):
+        _claim(scale="huge")

@@ -1,0 +1,267 @@
+"""Interval code against known values: scipy as the independent reference, a hand-worked Wilson case,
+and brute-force pass@k."""
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from loopkv.stats.intervals import (
+    Estimate,
+    bootstrap_mean,
+    paired_difference,
+    pass_at_k,
+    pass_at_k_interval,
+    proportion,
+    wilson,
+)
+
+LEVELS = (0.9, 0.95, 0.99)
+
+
+@pytest.fixture(scope="module")
+def sps():
+    return pytest.importorskip("scipy.stats")
+
+
+# ---------------------------------------------------------------------------------------------- Wilson
+
+def test_wilson_hand_worked_8_of_10():
+    # z = 1.959964 (97.5% normal quantile), z^2 = 3.841459, p = 0.8, n = 10:
+    #   centre = (p + z^2/2n) / (1 + z^2/n)                    = 0.992073 / 1.384146 = 0.716740
+    #   half   = z / (1 + z^2/n) * sqrt(p(1-p)/n + z^2/4n^2)  = 1.416017 * sqrt(0.016 + 0.009604) = 0.226578
+    #   interval = [0.490162, 0.943318]
+    e = wilson(8, 10)
+    assert e.value == 0.8 and e.n == 10 and e.method == "wilson"
+    assert e.lo == pytest.approx(0.490162, abs=1e-4)
+    assert e.hi == pytest.approx(0.943318, abs=1e-4)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("n", [1, 4, 15, 100, 1319])
+def test_wilson_matches_scipy(sps, n, level):
+    ks = sorted({0, 1, n // 3, n // 2, n - 1, n} & set(range(n + 1)))
+    for k in ks:
+        ref = sps.binomtest(k, n).proportion_ci(confidence_level=level, method="wilson")
+        e = wilson(k, n, level)
+        assert e.lo == pytest.approx(ref.low, abs=1e-9), (k, n, level)
+        assert e.hi == pytest.approx(ref.high, abs=1e-9), (k, n, level)
+        assert 0.0 <= e.lo <= e.value <= e.hi <= 1.0
+
+
+def test_wilson_edges_stay_inside_unit_interval():
+    # where Wald would give the zero-width [0, 0] and [1, 1]
+    assert wilson(0, 15).lo == 0.0 and wilson(0, 15).hi > 0.1
+    assert wilson(15, 15).hi == 1.0 and wilson(15, 15).lo < 0.9
+
+
+def test_proportion_equals_wilson_of_counts():
+    flags = [True] * 80 + [False] * 20
+    assert proportion(flags) == wilson(80, 100)
+    assert proportion([1, 0, 1, 1]) == wilson(3, 4)
+    assert proportion(np.array([1.0, 0.0])) == wilson(1, 2)
+
+
+@pytest.mark.parametrize("bad", [[1, 0, 2], [0.5, 1], [1, float("nan")], ["1", "0"]])
+def test_proportion_refuses_non_binary(bad):
+    with pytest.raises(ValueError, match="0/1"):
+        proportion(bad)
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [((0, 0), "n >= 1"), ((11, 10), r"\[0, n=10\]"), ((-1, 10), r"\[0, n=10\]"), ((2.5, 10), "whole"),
+     ((1, 10, 1.0), "level"), ((1, 10, 95), "level")],
+)
+def test_wilson_errors(args, match):
+    with pytest.raises(ValueError, match=match):
+        wilson(*args)
+
+
+def test_proportion_empty_raises():
+    with pytest.raises(ValueError, match="n >= 1"):
+        proportion([])
+
+
+# ------------------------------------------------------------------------------------------- bootstrap
+
+@pytest.mark.parametrize("level", [0.9, 0.95])
+def test_bootstrap_mean_matches_scipy_percentile(sps, level):
+    x = (np.random.default_rng(1).random(200) < 0.7).astype(float)
+    e = bootstrap_mean(x, level=level, resamples=20000, seed=3)
+    ref = sps.bootstrap((x,), np.mean, method="percentile", confidence_level=level, n_resamples=20000,
+                        rng=np.random.default_rng(4)).confidence_interval
+    # different resampling streams: the quantiles of 20k resampled means of a 0/1 sample of 200 differ by
+    # Monte Carlo error (~0.001) plus the mean's 1/200 grid step, well inside 0.01 (interval width ~0.12)
+    assert e.lo == pytest.approx(ref.low, abs=0.01)
+    assert e.hi == pytest.approx(ref.high, abs=0.01)
+    assert e.value == x.mean() and e.n == 200 and e.method == "bootstrap"
+
+
+def test_bootstrap_mean_continuous_matches_scipy(sps):
+    x = np.random.default_rng(2).normal(3.0, 2.0, size=300)
+    e = bootstrap_mean(x, resamples=20000, seed=0)
+    ref = sps.bootstrap((x,), np.mean, method="percentile", n_resamples=20000,
+                        rng=np.random.default_rng(1)).confidence_interval
+    # Monte Carlo sd of a 2.5% quantile of 20k resampled means is ~0.02 se, ~0.03 se for the difference of
+    # two independent runs: 0.1 se is over 3 sd (seen: up to 0.05 se over five seed pairs)
+    se = x.std() / math.sqrt(x.size)
+    assert e.lo == pytest.approx(ref.low, abs=0.1 * se)
+    assert e.hi == pytest.approx(ref.high, abs=0.1 * se)
+
+
+def test_bootstrap_mean_deterministic_and_contains_mean():
+    x = np.random.default_rng(5).random(57)
+    a, b = bootstrap_mean(x, seed=7), bootstrap_mean(list(x), seed=7)
+    assert a == b
+    assert bootstrap_mean(x, seed=8) != a
+    assert a.lo < a.value < a.hi
+
+
+def test_bootstrap_chunked_draws_cover_all_resamples():
+    # a large n makes the draws come in several chunks; the interval must still be a sensible one
+    x = np.random.default_rng(6).random(50000)
+    e = bootstrap_mean(x, resamples=200, seed=0)
+    se = x.std() / math.sqrt(x.size)
+    assert e.lo < e.value < e.hi and 2 * se < e.hi - e.lo < 6 * se
+
+
+def test_bootstrap_single_item_is_degenerate():
+    assert bootstrap_mean([0.4]) == Estimate(0.4, 0.4, 0.4, 1, "bootstrap")
+
+
+@pytest.mark.parametrize("bad, match", [([], "empty"), ([1.0, float("nan")], "non-finite"),
+                                        ([1.0, float("inf")], "non-finite"), ([[1.0, 2.0]], "flat")])
+def test_bootstrap_mean_errors(bad, match):
+    with pytest.raises(ValueError, match=match):
+        bootstrap_mean(bad)
+
+
+def test_bootstrap_bad_resamples_or_level():
+    with pytest.raises(ValueError, match="resamples"):
+        bootstrap_mean([1.0, 2.0], resamples=0)
+    with pytest.raises(ValueError, match="level"):
+        bootstrap_mean([1.0, 2.0], level=0.0)
+
+
+# ---------------------------------------------------------------------------------- paired difference
+
+def test_paired_difference_of_a_constant_shift_collapses():
+    a = np.random.default_rng(0).random(80)
+    e = paired_difference(a + 0.25, a)
+    assert e.method == "paired-bootstrap" and e.n == 80
+    assert e.value == pytest.approx(0.25) and e.lo == pytest.approx(0.25) and e.hi == pytest.approx(0.25)
+
+
+def test_paired_is_narrower_than_unpaired_on_correlated_items():
+    # shared per-item difficulty dominates: the teacher (b) and a method (a) agree on most items,
+    # and the method loses a few
+    rng = np.random.default_rng(1)
+    difficulty = rng.random(300)
+    b = (difficulty < 0.6).astype(float)
+    a = b.copy()
+    a[rng.choice(np.flatnonzero(b == 1), 15, replace=False)] = 0.0
+    paired = paired_difference(a, b, resamples=5000, seed=0)
+    # unpaired: a and b resampled independently, as if from different items
+    ra, rb = np.random.default_rng(2), np.random.default_rng(3)
+    diffs = [a[ra.integers(0, 300, 300)].mean() - b[rb.integers(0, 300, 300)].mean() for _ in range(5000)]
+    u_lo, u_hi = np.quantile(diffs, [0.025, 0.975])
+    assert paired.value == pytest.approx(-15 / 300)
+    assert paired.lo < paired.value < paired.hi < 0  # a real loss, resolved only by pairing
+    assert (paired.hi - paired.lo) < 0.5 * (u_hi - u_lo)
+    assert u_lo < 0 < u_hi
+
+
+def test_paired_difference_is_bootstrap_of_item_differences():
+    rng = np.random.default_rng(4)
+    a, b = rng.random(40), rng.random(40)
+    p = paired_difference(a, b, seed=9)
+    d = bootstrap_mean(a - b, seed=9)
+    assert (p.value, p.lo, p.hi) == pytest.approx((d.value, d.lo, d.hi))
+
+
+def test_paired_difference_errors():
+    with pytest.raises(ValueError, match="same items"):
+        paired_difference([1.0, 0.0, 1.0], [1.0, 0.0])
+    with pytest.raises(ValueError, match="empty"):
+        paired_difference([], [])
+    with pytest.raises(ValueError, match="non-finite"):
+        paired_difference([1.0, float("nan")], [1.0, 0.0])
+
+
+# ------------------------------------------------------------------------------------------------ pass@k
+
+def _brute_pass_at_k(n, c, k):
+    """Fraction of the k-subsets of n samples (c of them correct) holding at least one correct sample."""
+    samples = [True] * c + [False] * (n - c)
+    subsets = list(itertools.combinations(samples, k))
+    return sum(any(s) for s in subsets) / len(subsets)
+
+
+@pytest.mark.parametrize("k", range(1, 6))
+def test_pass_at_k_matches_brute_force(k):
+    for c in range(6):
+        assert pass_at_k([5], [c], k) == pytest.approx(_brute_pass_at_k(5, c, k), abs=1e-12), (c, k)
+    # averaged over problems with different sample counts
+    ns, cs = [5, 6, 7, 5], [0, 2, 3, 5]
+    want = np.mean([_brute_pass_at_k(n, c, k) for n, c in zip(ns, cs)])
+    assert pass_at_k(ns, cs, k) == pytest.approx(want, abs=1e-12)
+
+
+def test_pass_at_1_is_mean_fraction_correct():
+    ns, cs = [10, 20, 5, 8], [3, 20, 0, 7]
+    assert pass_at_k(ns, cs, 1) == pytest.approx(np.mean(np.array(cs) / np.array(ns)))
+
+
+def test_pass_at_k_large_n_matches_exact_binomials():
+    # the product form against exact integer binomials where C(n, k) overflows a float
+    n, c, k = 1000, 37, 100
+    want = 1 - math.comb(n - c, k) / math.comb(n, k)
+    assert pass_at_k([n], [c], k) == pytest.approx(want, rel=1e-10)
+
+
+def test_pass_at_k_interval_bootstraps_over_problems():
+    rng = np.random.default_rng(0)
+    ns = [10] * 120
+    cs = rng.integers(0, 11, 120).tolist()
+    e = pass_at_k_interval(ns, cs, 5, seed=1)
+    assert e.value == pytest.approx(pass_at_k(ns, cs, 5)) and e.n == 120 and e.method == "bootstrap"
+    assert e.lo < e.value < e.hi
+    assert e == pass_at_k_interval(ns, cs, 5, seed=1)
+
+
+@pytest.mark.parametrize(
+    "ns, cs, k, match",
+    [([3], [1], 4, "at least k=4"), ([5], [6], 1, r"\[0, n=5\]"), ([5], [-1], 1, r"\[0, n=5\]"),
+     ([5, 5], [1], 1, "problems"), ([], [], 1, "at least one"), ([5], [1], 0, "k must be")],
+)
+def test_pass_at_k_errors(ns, cs, k, match):
+    with pytest.raises(ValueError, match=match):
+        pass_at_k(ns, cs, k)
+    with pytest.raises(ValueError, match=match):
+        pass_at_k_interval(ns, cs, k)
+
+
+# ----------------------------------------------------------------------------------------------- Estimate
+
+def test_estimate_fmt_and_dict():
+    e = wilson(80, 100)
+    assert e.fmt() == ".800 [.711, .867] n=100"
+    assert e.fmt(2) == ".80 [.71, .87] n=100"
+    assert wilson(10, 10).fmt() == "1.000 [.722, 1.000] n=10"
+    assert Estimate(-0.05, -0.12, 0.02, 50, "paired-bootstrap").fmt() == "-.050 [-.120, .020] n=50"
+    assert Estimate(12.5, 11.0, 14.25, 7, "bootstrap").fmt(1) == "12.5 [11.0, 14.2] n=7"
+    assert e.to_dict() == {"value": 0.8, "lo": e.lo, "hi": e.hi, "n": 100, "method": "wilson"}
+
+
+@pytest.mark.parametrize("a, n_a, b, n_b, lo, hi", [
+    # Newcombe (1998), "Interval estimation for the difference between independent proportions",
+    # Table II, method 10 (score interval without continuity correction), his examples (a)-(d)
+    (56, 70, 48, 80, 0.0524, 0.3339), (9, 10, 3, 10, 0.1705, 0.8090), (6, 7, 2, 7, 0.0582, 0.8062),
+    (5, 56, 0, 29, -0.0381, 0.1926)])
+def test_newcombe_difference_matches_the_published_examples(a, n_a, b, n_b, lo, hi):
+    from loopkv.stats.intervals import newcombe_difference
+
+    est = newcombe_difference(a, n_a, b, n_b)
+    assert est.value == pytest.approx(a / n_a - b / n_b)
+    assert (est.lo, est.hi) == pytest.approx((lo, hi), abs=6e-5) and est.method == "newcombe"
