@@ -123,8 +123,8 @@ def test_a_complete_config_comes_back_unchanged(files):
 def test_a_task_entry_takes_its_left_out_keys():
     tasks = load_config({"lm_eval": {"tasks": [{"name": "passkey"}, {"shards": 2, "name": "gsm8k", "max_docs": 4}]}})
     assert [list(t.items()) for t in tasks["lm_eval"]["tasks"]] == [
-        [("name", "passkey"), ("max_docs", None), ("shards", 1), ("max_gen_toks", None)],
-        [("shards", 2), ("name", "gsm8k"), ("max_docs", 4), ("max_gen_toks", None)]]
+        [("name", "passkey"), ("max_docs", None), ("shards", 1), ("max_gen_toks", None), ("shots", None)],
+        [("shards", 2), ("name", "gsm8k"), ("max_docs", 4), ("max_gen_toks", None), ("shots", None)]]
     assert set(LM_EVAL_TASK_DEFAULTS) == set(SCHEMA["properties"]["lm_eval"]["properties"]["tasks"]["items"]
                                              ["properties"]) - {"name"}
 
@@ -239,7 +239,7 @@ def test_config_show_prints_the_merged_config(config_cli, argv, files, config_ar
     assert list(shown) == list(SCHEMA["properties"])
     assert list(shown["launch"]) == list(SCHEMA["properties"]["launch"]["properties"])
     assert list(shown["methods"]["budgets"]) == list(expected["methods"]["budgets"])
-    assert list(shown["lm_eval"]["tasks"][0]) == ["name", "max_docs", "shards", "max_gen_toks"]
+    assert list(shown["lm_eval"]["tasks"][0]) == ["name", "max_docs", "shards", "max_gen_toks", "shots"]
 
 
 def test_config_show_names_the_key_of_an_invalid_config(config_cli, tmp_path):

@@ -41,7 +41,7 @@ WORKFLOW_CONFIGFILE = "config/config.yaml"
 # lm_eval.tasks is a list, which a config file replaces whole: an entry's left-out keys have no
 # config/config.yaml value to merge with, so they are stated here, once (the whole set, one shard,
 # the task's own generation budget).
-LM_EVAL_TASK_DEFAULTS = {"max_docs": None, "shards": 1, "max_gen_toks": None}
+LM_EVAL_TASK_DEFAULTS = {"max_docs": None, "shards": 1, "max_gen_toks": None, "shots": None}
 
 # The most lm-eval shard jobs (served models x shards of every task, plus the passkey grid's) one
 # config may plan: Snakemake holds every job of the DAG in memory while it builds it, and a huge
@@ -748,8 +748,15 @@ def _check_lm_eval(c: dict) -> Iterator[Problem]:
             yield f"lm_eval.tasks[{i}].name", f"unknown task {task['name']!r} (known: {', '.join(sorted(known))})"
         elif task["name"] in seen:
             yield f"lm_eval.tasks[{i}].name", f"task {task['name']!r} is listed twice"
+        elif task.get("shots") and task["name"] not in FEWSHOT_TASKS:
+            yield (f"lm_eval.tasks[{i}].shots", f"task {task['name']!r} has no worked examples to show; few-shot "
+                                                f"prompts exist for {', '.join(sorted(FEWSHOT_TASKS))}")
         seen.add(task["name"])
     yield from _check_served(c, "lm_eval.models")
+
+
+# the tasks whose data rows carry a worked example ("shot", data/benchmarks.py) for few-shot prompts
+FEWSHOT_TASKS = ("gsm8k", "math500")
 
 
 def _check_on_policy(c: dict) -> Iterator[Problem]:

@@ -125,3 +125,18 @@ def test_a_bad_claim_is_refused():
         _claim(op=">")
     with pytest.raises(ValueError, match="scale must be"):
         _claim(scale="huge")
+
+
+def test_a_paired_interval_the_table_computed_is_used_as_it_is(tmp_path):
+    rows = [{"method": "lla", "budget": "4x", "arith_em_vs_teacher": -0.05, "arith_em_vs_teacher_lo": -0.08,
+             "arith_em_vs_teacher_hi": -0.025, "n_arith": 200},
+            {"method": "cla", "budget": "4x", "arith_em_vs_teacher": -0.05, "arith_em_vs_teacher_lo": "",
+             "arith_em_vs_teacher_hi": "", "n_arith": 200}]
+    reports = Reports({"table1": _table(tmp_path, "table1", rows)})
+    paired = cell("table1", "arith_em_vs_teacher", "n_arith", bounded=True, method="lla", budget="4x")
+    result = evaluate(_claim(quantity=paired, op=">=", bound=-0.02), reports, "tiny")
+    assert result.verdict == verdict.CONTRADICTED and "paired-bootstrap" in result.evidence and result.n == 200
+    assert evaluate(_claim(quantity=paired, op=">=", bound=-0.1), reports, "tiny").verdict == verdict.REPRODUCED
+    assert evaluate(_claim(quantity=paired, op=">=", bound=-0.05), reports, "tiny").verdict == verdict.INCONCLUSIVE
+    missing = cell("table1", "arith_em_vs_teacher", "n_arith", bounded=True, method="cla", budget="4x")
+    assert "no interval" in evaluate(_claim(quantity=missing), reports, "tiny").evidence

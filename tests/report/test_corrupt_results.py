@@ -31,4 +31,4 @@ def test_a_result_without_its_metrics_read_by_a_report_command(tmp_path):
     cell = tmp_path / "quality.json"
     cell.write_text(json.dumps({"provenance": {}}))
     with pytest.raises(LoopKVError, match=f"result {cell}: field 'metrics' is missing"):
-        main(["--debug", "table1", "--cells", str(cell), *_table_args(tmp_path)])
+        main(["--debug", "table1", "--cells", str(cell), "--samples", str(cell), *_table_args(tmp_path)])

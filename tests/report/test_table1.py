@@ -89,3 +89,35 @@ def test_an_accuracy_that_is_not_a_proportion_of_its_n_is_refused(tmp_path):
 
     with pytest.raises(LoopKVError, match="arith_em of lla: 0.7777 is not a proportion of 200 items"):
         write_csv(build_rows(bad, CURVES, passkey_train_max=126), tmp_path / "t.csv")
+
+
+def _samples(flags):
+    return {"samples": {"arithmetic": [{"id": f"arith-{i}", "correct": bool(f)} for i, f in enumerate(flags)]}}
+
+
+def test_em_minus_the_teacher_is_a_paired_difference_over_the_same_items(tmp_path):
+    teacher = [1] * 150 + [0] * 50                    # .75
+    lla = [1] * 140 + [0] * 10 + [0] * 50             # loses 10 of the teacher's items: .70
+    quant = [0] * 100 + [1] * 50 + [0] * 50           # .25
+    rows = build_rows(CELLS, CURVES, passkey_train_max=126,
+                      samples=[_samples(teacher), _samples(lla), _samples(quant)])
+    assert rows[0].get("arith_em_vs_teacher") is None
+    d = rows[1]
+    assert d["arith_em_vs_teacher"] == pytest.approx(-0.05)
+    # paired: only the 10 items that differ vary, so the interval is narrow. Reference, by hand: per-item
+    # differences are -1 on 10 of 200 items, so -.05 +- 1.96 * sqrt(.05 * .95 / 200) = [-.080, -.020]
+    assert d["arith_em_vs_teacher_lo"] == pytest.approx(-0.080, abs=0.012)
+    assert d["arith_em_vs_teacher_hi"] == pytest.approx(-0.020, abs=0.012)
+    assert d["arith_em_vs_teacher_hi"] < 0            # the loss is clear, though Wilson intervals of .70 and .75 overlap
+    assert rows[2]["arith_em_vs_teacher"] == pytest.approx(-0.5)
+    write_csv(rows, tmp_path / "t.csv")
+    read = list(csv.DictReader(open(tmp_path / "t.csv")))
+    assert float(read[1]["arith_em_vs_teacher_lo"]) == pytest.approx(d["arith_em_vs_teacher_lo"])
+
+
+def test_samples_of_another_test_set_are_refused():
+    from loopkv.errors import LoopKVError
+
+    other = {"samples": {"arithmetic": [{"id": "elsewhere", "correct": True}]}}
+    with pytest.raises(LoopKVError, match="items differ from the teacher's"):
+        build_rows(CELLS[:2], CURVES, passkey_train_max=126, samples=[_samples([1] * 200), other])

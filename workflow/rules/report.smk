@@ -4,6 +4,7 @@
 rule table1:
     input:
         cells=[R(f"methods/{m}/{b}/quality.json") for m, b in table1_cells()],
+        samples=[R(f"methods/{m}/{b}/quality_samples.json") for m, b in table1_cells()],
         curves=[R(f"distill/{m}/{b}/curve.json") for m, b in table1_cells() if m in CODEC_METHODS],
     output:
         pdf=f"{REPORTS}/table1.pdf",
@@ -16,7 +17,7 @@ rule table1:
     benchmark:
         f"{LOGS}/benchmarks/report/table1.tsv"
     shell:
-        "loopkv table1 --cfg {params.cfg:q} --cells {input.cells:q} --curves {input.curves:q}"
+        "loopkv table1 --cfg {params.cfg:q} --cells {input.cells:q} --samples {input.samples:q} --curves {input.curves:q}"
         " --pdf {output.pdf:q}"
         " --csv {output.csv:q} --tex {output.tex:q} > {log:q} 2>&1"
 

@@ -73,11 +73,13 @@ def _number(text: str, where: str) -> float | None:
 @dataclass(frozen=True)
 class Cell:
     """One table cell: the row whose columns equal `row` (and that was run), column `column`; with
-    `n` the column holding its item count (an accuracy: Wilson interval)."""
+    `n` the column holding its item count (an accuracy: Wilson interval), or with `bounded` the
+    interval the table computed itself (<column>_lo / _hi: a paired bootstrap against the teacher)."""
     table: str
     row: tuple[tuple[str, str], ...]
     column: str
     n: str | None = None
+    bounded: bool = False
 
     def describe(self) -> str:
         return f"{self.table}.csv [{', '.join(f'{k}={v}' for k, v in self.row)}] {self.column}"
@@ -96,6 +98,12 @@ class Cell:
         if self.n is None:
             return Measured(Estimate(value, value, value, 1, "point"), where, False)
         n = int(_number(match[0][self.n], f"{where} column {self.n}"))
+        if self.bounded:
+            lo, hi = (_number(match[0].get(f"{self.column}_{end}", ""), f"{where} column {self.column}_{end}")
+                      for end in ("lo", "hi"))
+            if lo is None or hi is None:
+                return Missing(f"{self.table} row {dict(self.row)} has no interval for {self.column}")
+            return Measured(Estimate(value, lo, hi, n, "paired-bootstrap"), where, True)
         return Measured(wilson(round(value * n), n), where, True)
 
 
@@ -131,5 +139,5 @@ def difference(a: Measured, b: Measured) -> Measured:
     return Measured(Estimate(d, d, d, 1, "point"), source, False)
 
 
-def cell(table: str, column: str, n: str | None = None, **row: str) -> Cell:
-    return Cell(table, tuple(row.items()), column, n)
+def cell(table: str, column: str, n: str | None = None, bounded: bool = False, **row: str) -> Cell:
+    return Cell(table, tuple(row.items()), column, n, bounded)

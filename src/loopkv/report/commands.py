@@ -22,7 +22,8 @@ def _table_files(*names: str) -> tuple[Arg, ...]:
 TABLE1 = JobSpec(
     "table1", "LLA Table 1 (PDF, CSV, TeX) from method-eval results and distill curves",
     reads=(_TRAIN_LENGTHS,),
-    inputs=(Arg("cells", "method-eval metrics JSONs, in table order", kind="paths"),
+    inputs=(Arg("cells", "method-eval metrics JSONs, in table order (the teacher's first)", kind="paths"),
+            Arg("samples", "method-eval per-item samples JSONs, in the cells' order", kind="paths"),
             Arg("curves", "distill curve JSONs of the codec methods", kind="paths", required=False)),
     outputs=_table_files("pdf", "csv", "tex"))
 
@@ -217,7 +218,10 @@ def _table1(job) -> None:
     for path in args.curves:
         curve = read_json(path, "curve", {"setting": {"method": str, "budget": str}})
         curves[curve["setting"]["method"], curve["setting"]["budget"]] = curve
-    rows = build_rows(cells, curves, _train_max(job))
+    samples = [read_json(p, "samples result", {"samples": dict}) for p in args.samples]
+    if len(samples) != len(cells):
+        raise LoopKVError(f"table1: {len(cells)} cells but {len(samples)} sample files")
+    rows = build_rows(cells, curves, _train_max(job), samples)
     title = "LLA Table 1 at equal cache budgets: our measurements (left) beside the paper's (right)"
     with atomic_path(args.pdf) as pdf, atomic_path(args.csv) as csv_path, atomic_path(args.tex) as tex:
         write_pdf(rows, pdf, title)

@@ -24,7 +24,7 @@ TASKS = [k for k, _ in MEASURED if "_" not in k and k != "mc_avg"] + list(MC_SUI
 
 SPEC = tables.TableSpec(
     columns=[("method", "method"), ("budget", "budget"), ("ratio", "ratio"), *MEASURED, *PAPER],
-    csv_extra=[f"n_{t}" for t in TASKS] + [t for t in MC_SUITE] + ["mc_tasks"], width=21,
+    csv_extra=[f"n_{t}" for t in TASKS] + [f"shots_{t}" for t in TASKS] + [t for t in MC_SUITE] + ["mc_tasks"], width=21,
     # each task's headline is a proportion of its documents (greedy pass@1 included); MC-avg is a mean of tasks
     proportions={k: f"n_{k.split('_')[0]}" for k, _ in MEASURED if k != "mc_avg"})
 
@@ -38,6 +38,7 @@ def build_rows(results: list[dict]) -> list[dict]:
         data = r["task"].removeprefix("loopkv_")
         row[data] = r["metrics"][r["headline"]]
         row[f"n_{data}"] = r["n"]
+        row[f"shots_{data}"] = r.get("shots", 0)
         for metric, suffix in SECOND_METRICS.get(data, {}).items():
             row[f"{data}_{suffix}"] = r["metrics"].get(metric)
     for row in by_model.values():
@@ -56,7 +57,10 @@ def note(rows: list[dict]) -> str:
     n = {t: sorted({r[f"n_{t}"] for r in rows if f"n_{t}" in r}) for t in TASKS}
     run = [r for r in rows if r["budget"] != tables.NOT_RUN]
     sizes = ", ".join(f"{t} {v[0] if len(v) == 1 else v}" for t, v in n.items() if v)
-    return (f"Every cell through lm-eval with model 'loopkv' (the method's own cache, greedy decoding, 0-shot); "
+    shots = {t: sorted({r[f"shots_{t}"] for r in rows if f"shots_{t}" in r}) for t in TASKS}
+    shown = ", ".join(f"{t} {v[0] if len(v) == 1 else v}-shot" for t, v in shots.items() if v and v != [0])
+    return (f"Every cell through lm-eval with model 'loopkv' (the method's own cache, greedy decoding, "
+            f"{shown + ', the rest ' if shown else ''}0-shot; shots are other items of the same set, never the item); "
             f"documents per cell: {sizes}. MC-avg = mean accuracy over {run[0]['mc_tasks'] or 'none'}. "
             f"MMLU in place of the paper's MMLU-Pro (no offline data); BBH = 18 BIG-bench source tasks' multiple choice "
             f"(log-likelihood), the paper's BBH is generated exact match; its HumanEval / MBPP are EvalPlus pass@1 on the base tests. GSM8K strict = the number after '#### ', flexible = the last number; MATH-500 by math-verify (headline) and by our sympy checker beside it. Budget '{tables.NOT_RUN}': a paper row this configuration does not run. A tiny model trained on "

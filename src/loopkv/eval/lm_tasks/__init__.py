@@ -58,16 +58,27 @@ def _load_template(template: str, resolve: bool) -> dict:
 
 
 def task_config(name: str, data_dir, max_gen_toks: int | None = None, tokenizer=None,
-                resolve: bool = True) -> dict:
+                resolve: bool = True, shots: int = 0, shot_seed: int = 0, work_dir=None) -> dict:
     """lm-eval config of task `name` reading `data_dir`/test.jsonl. `max_gen_toks` overrides the
     template's generation budget; passkey derives its own from the data (key tokens + 2, as the
-    direct evaluator does) and needs the tokenizer for it."""
+    direct evaluator does) and needs the tokenizer for it. With `shots`, every item's prompt starts
+    with that many worked examples of other items (eval/fewshot.py), written to a data file in
+    `work_dir` (which must outlive the evaluation)."""
     task = get_lm_task(name)
     data_file = Path(data_dir, "test.jsonl").resolve()
     if not data_file.is_file():
         raise LoopKVError(f"task {name}: no data at {data_file} (build it with `loopkv data-bench` / `data-task`)")
     cfg = _load_template(task.template, resolve)
     cfg["task"] = name
+    if shots:
+        from loopkv.eval.fewshot import with_shots
+        from loopkv.utils.atomic import read_jsonl, write_jsonl
+
+        if work_dir is None:
+            raise LoopKVError(f"task {name}: few-shot prompts need a work directory for their data file")
+        rows = with_shots(read_jsonl(data_file, "task data"), shots, shot_seed, name)
+        data_file = Path(work_dir, f"{name}-{shots}shot.jsonl").resolve()
+        write_jsonl(data_file, rows)
     cfg["dataset_kwargs"] = {"data_files": {"test": str(data_file)}}
     if task.template == "passkey.yaml":
         if tokenizer is None:
