@@ -8,6 +8,10 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
+# `snakemake --report reports/report.html`: this page first, then every table and figure (README)
+report: "workflow/report/workflow.rst"
+
+
 # rules find the `loopkv` command through PATH (see common.smk)
 envvars:
     "PATH",

@@ -349,6 +349,36 @@ BAD_CASES = [
     ("lm-eval-unreachable-budget", {"lm_eval.models": ["cla/5.33x"]}, "lm_eval.models[0]"),
     ("lm-eval-melt-off-budget", {"lm_eval.models": ["melt/21.33x"]}, "lm_eval.models[0]"),
     ("lm-eval-malformed-model", {"lm_eval.models": ["lla-4x"]}, "lm_eval.models[0]"),
+    # sampled decoding (issue 22): bounds, generation tasks only, a variant label, (name, variant) once
+    *[(f"lm-eval-sampling-{name}", {"lm_eval.tasks": [{"name": "gsm8k", "variant": "s", "sampling": {
+        "temperature": 1.0, "top_p": 0.7, "samples": 4, **edit}}]}, f"lm_eval.tasks[0].sampling.{key}")
+      for name, edit, key in [("top-p-above-one", {"top_p": 1.5}, "top_p"), ("top-p-zero", {"top_p": 0.0}, "top_p"),
+                              ("zero-temperature", {"temperature": 0.0}, "temperature"),
+                              ("no-samples", {"samples": 0}, "samples"), ("typo", {"topp": 0.7}, "topp"),
+                              ("negative-seed", {"seed": -1}, "seed")]],
+    ("lm-eval-sampling-incomplete", {"lm_eval.tasks": [{"name": "gsm8k", "variant": "s", "sampling": {
+        "temperature": 1.0, "samples": 4}}]}, "lm_eval.tasks[0].sampling.top_p"),
+    ("lm-eval-sampling-multiple-choice", {"lm_eval.tasks": [{"name": "mmlu", "variant": "s", "sampling": {
+        "temperature": 1.0, "top_p": 0.7, "samples": 4}}]}, "lm_eval.tasks[0].sampling"),
+    ("lm-eval-sampling-without-variant", {"lm_eval.tasks": [{"name": "gsm8k", "sampling": {
+        "temperature": 1.0, "top_p": 0.7, "samples": 4}}]}, "lm_eval.tasks[0].variant"),
+    # Table 1's real-benchmark columns (issue 22): a configured greedy task of the column's own kind
+    ("table1-benchmark-not-a-task", {"methods.table1_benchmarks.gsm8k": "gsm8k",
+                                     "lm_eval.tasks": [{"name": "mmlu"}]}, "methods.table1_benchmarks.gsm8k"),
+    ("table1-benchmark-wrong-kind", {"methods.table1_benchmarks.mmlu": "arc_easy",
+                                     "lm_eval.tasks": [{"name": "arc_easy"}]}, "methods.table1_benchmarks.mmlu"),
+    ("table1-benchmark-not-mc", {"methods.table1_benchmarks.mc_avg": ["arc_easy", "gsm8k"],
+                                 "lm_eval.tasks": [{"name": "arc_easy"}, {"name": "gsm8k"}]},
+     "methods.table1_benchmarks.mc_avg[1]"),
+    ("table1-benchmark-only-sampled", {"methods.table1_benchmarks.gsm8k": "gsm8k", "lm_eval.tasks": [
+        {"name": "gsm8k", "variant": "s", "sampling": {"temperature": 1.0, "top_p": 0.7, "samples": 2}}]},
+     "methods.table1_benchmarks.gsm8k"),
+    ("table1-benchmark-typo", {"methods.table1_benchmarks.gsm8K": "gsm8k"}, "methods.table1_benchmarks.gsm8K"),
+    ("paper-model-unknown", {"report.paper_model": "Ouro-7B"}, "report.paper_model"),
+    ("lm-eval-variant-twice", {"lm_eval.tasks": [{"name": "gsm8k"}, {"name": "gsm8k", "variant": "b"},
+                                                 {"name": "gsm8k", "variant": "b"}]}, "lm_eval.tasks[2].variant"),
+    ("lm-eval-variant-label", {"lm_eval.tasks": [{"name": "gsm8k", "variant": "greedy_5shot"}]},
+     "lm_eval.tasks[0].variant"),
     ("grid-longer-than-positions", {"passkey_grid.lengths": [64, 4096]}, "passkey_grid.lengths"),
     ("grid-depth-above-one", {"passkey_grid.depths": [0.5, 1.5]}, "passkey_grid.depths[1]"),
     ("grid-unknown-model", {"passkey_grid.models": ["snapkv/4x"]}, "passkey_grid.models[0]"),

@@ -79,8 +79,9 @@ def workdir(tmp_path_factory) -> Path:
         shutil.copy(path, dest / path.relative_to(ROOT))
     shutil.copy(ROOT / "tests/workflow/micro.yaml", dest / "micro.yaml")
     shutil.copytree(CASES, dest / "cases")
-    (dest / "checkpoints/Ouro-1.4B").mkdir(parents=True)
-    (dest / "checkpoints/Ouro-1.4B/config.json").write_text("{}")
+    for name in ("Ouro-1.4B", "Ouro-2.6B"):
+        (dest / f"checkpoints/{name}").mkdir(parents=True)
+        (dest / f"checkpoints/{name}/config.json").write_text("{}")
     return dest
 
 
@@ -219,6 +220,7 @@ REPOSITORY_CONFIGS = {
     "micro+lazy_device": (["tests/workflow/micro.yaml", "tests/workflow/lazy_device.yaml"], []),
     "ouro-1.4b+paper_cpu": (["config/ouro-1.4b.yaml", "tests/workflow/paper_cpu.yaml"], []),
     "ouro-1.4b+gpu_smoke": (["config/ouro-1.4b.yaml", "benchmarks/gpu_smoke.yaml"], []),
+    "ouro-1.4b+ouro-2.6b": (["config/ouro-1.4b.yaml", "config/ouro-2.6b.yaml"], []),
     "micro+config-args": (["tests/workflow/micro.yaml"], ["seed=7", "results_dir=results/other"]),
     "json-and-yte": (["cases-ok/plain.json", "cases-ok/template.yaml"], []),
     # Snakemake drops config/config.yaml; the Snakefile's load_config fills the overlay from it again

@@ -123,8 +123,10 @@ def test_a_complete_config_comes_back_unchanged(files):
 def test_a_task_entry_takes_its_left_out_keys():
     tasks = load_config({"lm_eval": {"tasks": [{"name": "passkey"}, {"shards": 2, "name": "gsm8k", "max_docs": 4}]}})
     assert [list(t.items()) for t in tasks["lm_eval"]["tasks"]] == [
-        [("name", "passkey"), ("max_docs", None), ("shards", 1), ("max_gen_toks", None), ("shots", None)],
-        [("shards", 2), ("name", "gsm8k"), ("max_docs", 4), ("max_gen_toks", None), ("shots", None)]]
+        [("name", "passkey"), ("max_docs", None), ("shards", 1), ("max_gen_toks", None), ("shots", None),
+         ("variant", None), ("sampling", None)],
+        [("shards", 2), ("name", "gsm8k"), ("max_docs", 4), ("max_gen_toks", None), ("shots", None),
+         ("variant", None), ("sampling", None)]]
     assert set(LM_EVAL_TASK_DEFAULTS) == set(SCHEMA["properties"]["lm_eval"]["properties"]["tasks"]["items"]
                                              ["properties"]) - {"name"}
 
@@ -155,14 +157,24 @@ def test_the_paper_config_keeps_its_paper_scale_values():
     assert (arch["num_hidden_layers"], arch["total_ut_steps"], arch["num_attention_heads"], arch["head_dim"],
             arch["hidden_size"], arch["rms_norm_eps"]) == (24, 4, 16, 128, 2048, 1.0e-6)
     assert cfg["seed"] == 1234 and cfg["data"]["corpus"]["sources"] == ["shakespeare"]
-    assert cfg["methods"]["budgets"] == {"4x": 4.0, "5.33x": 5.333333, "21.33x": 21.333333}
+    assert cfg["methods"]["budgets"] == {"1.33x": 1.333333, "2x": 2.0, "3.2x": 3.2, "4x": 4.0, "5.33x": 5.333333,
+                                         "10.67x": 10.666667, "14.2x": 14.222222, "15.5x": 15.515152,
+                                         "21.33x": 21.333333}   # every ratio the paper reports (issue 22)
+    assert cfg["methods"]["table1_benchmarks"]["mc_avg"] == ["arc_easy", "arc_challenge", "hellaswag", "piqa",
+                                                             "winogrande", "boolq"]
     assert list(cfg["methods"]["table1"].items()) == [("4x", ["final_loop", "lla", "mla_head", "cla", "kv_quant"]),
                                                       ("5.33x", ["lla", "mla_head", "kv_quant"]),
                                                       ("21.33x", ["lla", "mla_head"])]
     assert list(cfg["melt"]["ablations"]) == ["gate_single", "gate_mean", "gate_ema", "gate_last", "no_chunk",
                                               "no_interp", "no_stage2"]
     assert list(cfg["serve"]["paper"]["models"]) == ["ouro-1.4b", "ouro-2.6b"]
-    assert [t["name"] for t in cfg["lm_eval"]["tasks"]][-1] == "boolq" and len(cfg["lm_eval"]["tasks"]) == 12
+    assert [t["name"] for t in cfg["lm_eval"]["tasks"]][-1] == "boolq" and len(cfg["lm_eval"]["tasks"]) == 14
+    # BBH both ways: the source tasks' multiple choice, and the paper's 3-shot generated exact match (<= 1024 tokens)
+    assert [(t["shots"], t["max_gen_toks"], t["max_docs"]) for t in cfg["lm_eval"]["tasks"] if t["name"] == "bbh_gen"] == [
+        (3, 1024, None)]
+    # MATH-500 greedy, and sampled as MELT evaluates beside it (issue 22)
+    assert [(t["variant"], t["sampling"]) for t in cfg["lm_eval"]["tasks"] if t["name"] == "math500"] == [
+        (None, None), ("sampled", {"temperature": 1.0, "top_p": 0.7, "samples": 4})]
     assert cfg["melt"]["stage1"] == {"steps": 2000, "lr": 1.0e-5, "warmup_steps": 100, "alpha_ramp_steps": 1000,
                                      "min_lr_ratio": 0.1}
 
@@ -239,7 +251,8 @@ def test_config_show_prints_the_merged_config(config_cli, argv, files, config_ar
     assert list(shown) == list(SCHEMA["properties"])
     assert list(shown["launch"]) == list(SCHEMA["properties"]["launch"]["properties"])
     assert list(shown["methods"]["budgets"]) == list(expected["methods"]["budgets"])
-    assert list(shown["lm_eval"]["tasks"][0]) == ["name", "max_docs", "shards", "max_gen_toks", "shots"]
+    assert list(shown["lm_eval"]["tasks"][0]) == ["name", "max_docs", "shards", "max_gen_toks", "shots", "variant",
+                                                  "sampling"]
 
 
 def test_config_show_names_the_key_of_an_invalid_config(config_cli, tmp_path):

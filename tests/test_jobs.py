@@ -141,3 +141,20 @@ def test_a_budget_label_with_a_dot_is_one_key():
     assert "5.33x" in cfg["methods"]["budgets"]
     sliced = job_slice(job_spec("method-eval"), cfg, {"method": "kv_quant", "budget": "5.33x"})
     assert sliced["methods"]["budgets"] == {"5.33x": cfg["methods"]["budgets"]["5.33x"]}
+
+
+def test_a_sampled_variant_has_a_slice_of_its_own_and_leaves_the_greedy_runs_alone():
+    """An lm_eval.tasks entry listed a second time with a variant (issue 22) is its own job (task id
+    gsm8k-sampled); adding it changes no other job's slice, and its own holds its sampling settings."""
+    spec = job_spec("lm-eval-shard")
+    base = load_config({}, check_paths=False)
+    wildcards = {"method": "full", "budget": "1x", "task": "gsm8k", "shard": 0, "shards": 2}
+    before = job_slice(spec, base, wildcards)
+    sampling = {"temperature": 1.0, "top_p": 0.7, "samples": 4}
+    tasks = [*base["lm_eval"]["tasks"], {"name": "gsm8k", "variant": "sampled", "max_docs": 32, "sampling": sampling}]
+    cfg = load_config({"lm_eval": {"tasks": tasks}}, check_paths=False)
+    assert job_slice(spec, cfg, wildcards) == before
+    assert job_slice(spec, cfg, {**wildcards, "task": "gsm8k-sampled"})["lm_eval"]["tasks"] == {
+        "gsm8k-sampled": {"max_docs": 32, "sampling": sampling}}
+    with pytest.raises(LoopKVError, match="no task 'gsm8k-greedy'"):
+        job_slice(spec, cfg, {**wildcards, "task": "gsm8k-greedy"})

@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "loopkv.analysis.commands",
     "loopkv.serve.commands",
     "loopkv.report.commands",
+    "loopkv.report.html_commands",
     "loopkv.config_commands",
     "loopkv.claims.commands",
     "loopkv.verify",

@@ -40,8 +40,9 @@ WORKFLOW_CONFIGFILE = "config/config.yaml"
 
 # lm_eval.tasks is a list, which a config file replaces whole: an entry's left-out keys have no
 # config/config.yaml value to merge with, so they are stated here, once (the whole set, one shard,
-# the task's own generation budget).
-LM_EVAL_TASK_DEFAULTS = {"max_docs": None, "shards": 1, "max_gen_toks": None, "shots": None}
+# the task's own generation budget, zero-shot, the benchmark's one unlabelled way of running, greedy).
+LM_EVAL_TASK_DEFAULTS = {"max_docs": None, "shards": 1, "max_gen_toks": None, "shots": None, "variant": None,
+                         "sampling": None}
 
 # The most lm-eval shard jobs (served models x shards of every task, plus the passkey grid's) one
 # config may plan: Snakemake holds every job of the DAG in memory while it builds it, and a huge
@@ -556,6 +557,14 @@ def _check_names(c: dict) -> Iterator[Problem]:
     for name, overrides in melt["ablations"].items():
         if "gate" in overrides and overrides["gate"] not in VARIANTS:
             yield f"melt.ablations.{name}.gate", _not_one_of(VARIANTS, overrides["gate"])
+    from loopkv.data.local_benchmarks import LOCAL_BENCHMARKS
+
+    for name in c["data"]["local_benchmarks"]:
+        if name not in LOCAL_BENCHMARKS:
+            close = difflib.get_close_matches(name, LOCAL_BENCHMARKS, n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            yield (f"data.local_benchmarks.{name}",
+                   f"unknown benchmark ({hint}those read from your files: {', '.join(LOCAL_BENCHMARKS)})")
 
 
 # ---------------------------------------------------------------- cross-key checks
@@ -739,24 +748,64 @@ def _check_melt(c: dict) -> Iterator[Problem]:
 
 
 def _check_lm_eval(c: dict) -> Iterator[Problem]:
-    """Known task data and (method, budget) pairs that the rest of the config can build."""
-    from loopkv.eval.lm_tasks import LM_TASKS
+    """Known task data, each (name, variant) once, sampling only where the model generates, and
+    (method, budget) pairs that the rest of the config can build."""
+    from loopkv.data.local_benchmarks import LOCAL_BENCHMARKS
+    from loopkv.eval.lm_tasks import LM_TASKS, task_id
 
-    known, seen = {t.data for t in LM_TASKS.values()}, set()
+    known, seen = {t.data: t for t in LM_TASKS.values()}, set()
+    generative = sorted(name for name, t in known.items() if t.generative)
     for i, task in enumerate(c["lm_eval"]["tasks"]):
-        if task["name"] not in known:
-            yield f"lm_eval.tasks[{i}].name", f"unknown task {task['name']!r} (known: {', '.join(sorted(known))})"
-        elif task["name"] in seen:
-            yield f"lm_eval.tasks[{i}].name", f"task {task['name']!r} is listed twice"
-        elif task.get("shots") and task["name"] not in FEWSHOT_TASKS:
-            yield (f"lm_eval.tasks[{i}].shots", f"task {task['name']!r} has no worked examples to show; few-shot "
-                                                f"prompts exist for {', '.join(sorted(FEWSHOT_TASKS))}")
-        seen.add(task["name"])
+        name, variant, where = task["name"], task.get("variant"), f"lm_eval.tasks[{i}]"
+        if name not in known:
+            yield f"{where}.name", f"unknown task {name!r} (known: {', '.join(sorted(known))})"
+        elif (name, variant) in seen:
+            yield ((f"{where}.variant", f"task {name!r} variant {variant!r} is listed twice") if variant else
+                   (f"{where}.name", f"task {name!r} is listed twice (give one entry a `variant` to run it two ways)"))
+        elif task.get("shots") and name not in FEWSHOT_TASKS:
+            yield (f"{where}.shots", f"task {name!r} has no worked examples to show; few-shot "
+                                     f"prompts exist for {', '.join(sorted(FEWSHOT_TASKS))}")
+        elif task.get("sampling") is not None and not known[name].generative:
+            yield (f"{where}.sampling", f"task {name!r} is scored by log-likelihood, nothing is generated to "
+                                        f"sample; only generation tasks sample ({', '.join(generative)})")
+        elif task.get("sampling") is not None and not variant:
+            yield (f"{where}.variant", f"a sampled entry needs a variant label, so that its results "
+                                       f"({task_id(name, 'LABEL')}) never read as the greedy run's ({name})")
+        elif name in LOCAL_BENCHMARKS and c["data"]["local_benchmarks"].get(name) is None:
+            yield (f"{where}.name", f"task {name!r} reads a file you give, and data.local_benchmarks.{name} is "
+                                    f"not set: set it to the file's path (formats: config/README.md, "
+                                    f"\"Benchmarks from your own files\")")
+        seen.add((name, variant))
     yield from _check_served(c, "lm_eval.models")
 
 
+def table1_benchmark_tasks(c: dict) -> list[str]:
+    """The lm_eval.tasks names Table 1's real-benchmark columns read, each run for every Table 1 cell."""
+    b = c["methods"]["table1_benchmarks"]
+    return [t for t in (b["gsm8k"], *b["mc_avg"], b["mmlu"]) if t]
+
+
+def _check_table1_benchmarks(c: dict) -> Iterator[Problem]:
+    """Each column names a configured lm-eval task of its own kind."""
+    from loopkv.data.benchmarks import MC_SUITE
+
+    tasks = {t["name"] for t in c["lm_eval"]["tasks"] if not t.get("variant")}   # the greedy entries
+    b = c["methods"]["table1_benchmarks"]
+    wanted = [("gsm8k", b["gsm8k"], ("gsm8k",)), ("mmlu", b["mmlu"], ("mmlu",))]
+    wanted += [(f"mc_avg[{i}]", name, MC_SUITE) for i, name in enumerate(b["mc_avg"])]
+    for key, name, kinds in wanted:
+        if name is None:
+            continue
+        if name not in kinds:
+            yield (f"methods.table1_benchmarks.{key}", f"{name!r} is not a task of this column (one of: {', '.join(kinds)})")
+        elif name not in tasks:
+            yield (f"methods.table1_benchmarks.{key}",
+                   f"{name!r} is not in lm_eval.tasks without a variant (its documents, shards and shots come from "
+                   f"that entry; Table 1 decodes greedily)")
+
+
 # the tasks whose data rows carry a worked example ("shot", data/benchmarks.py) for few-shot prompts
-FEWSHOT_TASKS = ("gsm8k", "math500")
+FEWSHOT_TASKS = ("gsm8k", "math500", "bbh_gen")   # bbh_gen's shots: the item's own subtask's
 
 
 def _check_on_policy(c: dict) -> Iterator[Problem]:
@@ -875,16 +924,24 @@ def _check_jobs(c: dict) -> Iterator[Problem]:
         yield ("passkey_grid.shards",
                f"must be <= the grid's examples (lengths x depths x trials = {cells}), got {grid['shards']}")
     suite = len(lm["models"]) * sum(t["shards"] for t in lm["tasks"]) if lm["tasks"] else 0
-    planned = suite + len(grid["models"]) * grid["shards"]
+    # Table 1's benchmark columns: their tasks for every Table 1 cell that lm_eval.models does not serve
+    shards = {t["name"]: t["shards"] for t in lm["tasks"] if not t.get("variant")}   # Table 1's: the greedy entries
+    served = set(lm["models"])
+    cells = {"full/1x"} | {f"{m}/{b}" for b, names in c["methods"]["table1"].items() for m in names}
+    table1 = len(cells - served) * sum(shards.get(t, 0) for t in table1_benchmark_tasks(c))
+    planned = suite + table1 + len(grid["models"]) * grid["shards"]
     if planned > MAX_LM_EVAL_JOBS:
-        key = "lm_eval.tasks" if suite >= planned - suite else "passkey_grid.shards"
-        yield (key, f"plans {planned} lm-eval shard jobs (lm_eval.models x the tasks' shards + passkey_grid.models x "
-                    f"passkey_grid.shards); at most {MAX_LM_EVAL_JOBS}: Snakemake holds every job in memory")
+        key = max((suite, "lm_eval.tasks"), (table1, "methods.table1_benchmarks"),
+                  (planned - suite - table1, "passkey_grid.shards"))[1]
+        yield (key, f"plans {planned} lm-eval shard jobs (lm_eval.models x the tasks' shards + the other Table 1 "
+                    f"cells x their benchmarks' shards + passkey_grid.models x passkey_grid.shards); at most "
+                    f"{MAX_LM_EVAL_JOBS}: Snakemake holds every job in memory")
 
 
 _SEMANTIC_CHECKS: list[Callable[[dict], Iterator[Problem]]] = [
     _check_corpus, _check_tokenizer, _check_tasks, _check_model, _check_windows, _check_schedules,
     _check_packed_rows, _check_launch, _check_budgets, _check_methods, _check_melt, _check_lm_eval,
+    _check_table1_benchmarks,
     _check_passkey_grid, _check_on_policy, _check_serve, _check_generation, _check_kernel,
     _check_paper_models, _check_jobs,
 ]
@@ -952,6 +1009,27 @@ def _path_problems(c: dict, base: Path) -> list[Problem]:
         want(f"data.corpus.text_files[{i}]", base / name, "file", "text file")
     for i, name in enumerate(c["serve"]["kernel"]["measured"]):
         want(f"serve.kernel.measured[{i}]", base / name, "file", "kernel result")
+    problems += _local_benchmark_problems(c, base)
+    return problems
+
+
+def _local_benchmark_problems(c: dict, base: Path) -> list[Problem]:
+    """Every file data.local_benchmarks names: there, and every row of it in its benchmark's format
+    (read now, so a malformed file stops the run before any job, naming the line and field)."""
+    from loopkv.data.local_benchmarks import LOCAL_BENCHMARKS, file_problem
+
+    problems: list[Problem] = []
+    for name, path in c["data"]["local_benchmarks"].items():
+        if path is None or name not in LOCAL_BENCHMARKS:   # an unknown name is reported by _check_names
+            continue
+        key, found = f"data.local_benchmarks.{name}", _kind(base / path)
+        if found != "file":
+            what = {"missing": "does not exist", "dir": "is a directory, not a file"}.get(found, f"cannot be used ({found})")
+            problems.append((key, f"the {name} file {base / path} {what}"))
+            continue
+        problem = file_problem(name, base / path)
+        if problem is not None:
+            problems.append((key, problem))
     return problems
 
 

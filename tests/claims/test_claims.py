@@ -107,7 +107,8 @@ def test_the_registry_states_every_claim_once_and_names_real_columns():
 
     assert len(CLAIMS) >= 30 and len({c.id for c in CLAIMS}) == len(CLAIMS)
     assert {c.paper for c in CLAIMS} >= {"LLA", "MELT"}
-    fields = {"table1": table1.SPEC.csv_fields, "table7": table7.SPEC.csv_fields, "table4": exposure.SPEC.csv_fields,
+    every_column = table1.table_spec([{k: 0.5 for k, _ in table1.BENCHMARK_COLUMNS}])   # benchmarks configured
+    fields = {"table1": every_column.csv_fields, "table7": table7.SPEC.csv_fields, "table4": exposure.SPEC.csv_fields,
               "melt_table3": melt_tables.TABLE3.csv_fields, "melt_table4": melt_tables.TABLE4.csv_fields,
               "melt_vs_lla": melt_tables.VERSUS.csv_fields, "table5": serving_tables.TABLE5.csv_fields,
               "table13": serving_tables.TABLE13.csv_fields}
@@ -140,3 +141,40 @@ def test_a_paired_interval_the_table_computed_is_used_as_it_is(tmp_path):
     assert evaluate(_claim(quantity=paired, op=">=", bound=-0.05), reports, "tiny").verdict == verdict.INCONCLUSIVE
     missing = cell("table1", "arith_em_vs_teacher", "n_arith", bounded=True, method="cla", budget="4x")
     assert "no interval" in evaluate(_claim(quantity=missing), reports, "tiny").evidence
+
+
+def test_a_claim_about_another_paper_model_is_not_tested(tmp_path):
+    reports = Reports({"table1": _table(tmp_path, "table1", [{"method": "lla", "budget": "4x", "arith_em": 0.9,
+                                                                "n_arith": 100}])})
+    about_2_6b = _claim(model="Ouro-2.6B")
+    result = evaluate(about_2_6b, reports, "paper")   # a 1.4B run
+    assert result.verdict == verdict.NOT_AT_SCALE and "about Ouro-2.6B" in result.evidence
+    assert evaluate(about_2_6b, reports, "paper", "Ouro-2.6B").verdict == verdict.REPRODUCED
+    assert evaluate(_claim(), reports, "paper", "Ouro-2.6B").verdict == verdict.NOT_AT_SCALE
+
+
+def test_real_benchmark_claims_read_table1s_paired_columns(tmp_path):
+    from loopkv.claims.registry import CLAIMS as REGISTRY
+
+    rows = [{"method": "full", "budget": "1x", "gsm8k": 0.75, "n_gsm8k": 40},
+            {"method": "lla", "budget": "4x", "gsm8k": 0.75, "n_gsm8k": 40, "gsm8k_vs_teacher": 0.0,
+             "gsm8k_vs_teacher_lo": -0.01, "gsm8k_vs_teacher_hi": 0.01}]
+    reports = Reports({"table1": _table(tmp_path, "table1", rows)})
+    claim = next(c for c in REGISTRY if c.id == "lla-t1-gsm8k-4x")
+    result = evaluate(claim, reports, "paper")
+    # the paired interval [-.01, .01] is above -.02; two independent Wilson intervals of 30 / 40 could not say so
+    assert result.verdict == verdict.REPRODUCED and result.n == 40 and "paired-bootstrap" in result.evidence
+    assert evaluate(claim, reports, "tiny").verdict == verdict.NOT_AT_SCALE
+
+
+def test_newcombe_is_refused_for_intervals_that_are_not_wilsons(tmp_path):
+    from loopkv.errors import LoopKVError
+
+    rows = [{"method": "lla", "budget": "4x", "mc_avg": 0.45, "mc_avg_lo": 0.4, "mc_avg_hi": 0.5, "n_mc": 110},
+            {"method": "mla_head", "budget": "4x", "mc_avg": 0.40, "mc_avg_lo": 0.35, "mc_avg_hi": 0.45, "n_mc": 110}]
+    reports = Reports({"table1": _table(tmp_path, "table1", rows)})
+    mean_of_tasks = _claim(quantity=cell("table1", "mc_avg", "n_mc", bounded=True, method="lla", budget="4x"),
+                           minus=cell("table1", "mc_avg", "n_mc", bounded=True, method="mla_head", budget="4x"),
+                           bound=0)
+    with pytest.raises(LoopKVError, match="Newcombe's interval needs two accuracies"):
+        evaluate(mean_of_tasks, reports, "tiny")

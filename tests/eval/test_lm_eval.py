@@ -179,3 +179,133 @@ def test_methods_reading_the_teachers_files_answer_as_their_direct_evaluation_in
         assert [s["output"] for s in through_lm_eval] == direct_outputs[method], method
     assert len(list(cache.iterdir())) == len(pairs)   # one request cache per way of reading the weights
     assert len({tuple(o) for o in direct_outputs.values()}) > 1   # the methods answer differently: the test can fail
+
+
+# ---------------------------------------------------------------- sampled decoding (issue 22)
+
+SAMPLING = {"temperature": 1.0, "top_p": 0.9, "samples": 3, "seed": 5}
+
+
+def _sampled_cfg(micro_task_dirs, **sampling):
+    return task_config("loopkv_arithmetic", micro_task_dirs["arithmetic"], max_gen_toks=24,
+                       sampling={**SAMPLING, **sampling})
+
+
+def test_a_sampled_task_scores_every_sample_and_averages_them_per_document(teacher_dir, micro_task_dirs):
+    from loopkv.eval.lm_tasks.metrics import arithmetic
+
+    lm = LoopKVLM(teacher=str(teacher_dir), methods_cfg=METHODS, dtype="float32", batch_size=4)
+    rows = read_jsonl(micro_task_dirs["arithmetic"] / "test.jsonl")
+    result = run_task(lm, _sampled_cfg(micro_task_dirs), list(range(len(rows))))
+    assert result["decoding"] == {"strategy": "sampling", "temperature": 1.0, "top_p": 0.9, "samples": 3, "seed": 5}
+    assert result["samples_per_doc"] == 3 and result["n"] == len(rows)
+    for row in result["samples"]:
+        doc = rows[row["doc_id"]]
+        assert len(row["outputs"]) == 3
+        # each sample scored on its own (not lm-eval's default take_first), the document's value their mean
+        assert row["per_sample"]["exact_match"] == [arithmetic(doc, [o])["exact_match"] for o in row["outputs"]]
+        assert row["exact_match"] == sum(row["per_sample"]["exact_match"]) / 3
+    assert result["metrics"]["exact_match"] == sum(r["exact_match"] for r in result["samples"]) / len(rows)
+    # the draws differ between samples (the test can fail) and are not the greedy outputs
+    assert any(len(set(r["outputs"])) > 1 for r in result["samples"])
+    greedy = run_task(lm, task_config("loopkv_arithmetic", micro_task_dirs["arithmetic"], max_gen_toks=24),
+                      list(range(len(rows))))
+    assert greedy["decoding"] == {"strategy": "greedy"} and "outputs" not in greedy["samples"][0]
+    assert [r["outputs"] for r in result["samples"]] != [[r["output"]] * 3 for r in greedy["samples"]]
+
+
+def test_a_documents_samples_do_not_depend_on_shard_or_batch_size(teacher_dir, micro_task_dirs):
+    cfg = _sampled_cfg(micro_task_dirs)
+    selection = select_docs(8, 5, seed=3)
+    whole = run_task(LoopKVLM(teacher=str(teacher_dir), methods_cfg=METHODS, dtype="float32", batch_size=4),
+                     cfg, selection)
+    alone = LoopKVLM(teacher=str(teacher_dir), methods_cfg=METHODS, dtype="float32", batch_size=1)
+    shards = [{**run_task(alone, cfg, shard_docs(selection, i, 2)), "shard": i, "shards": 2, "selection": selection}
+              for i in range(2)]
+    merged = merge_shards(shards)
+    assert merged["samples"] == whole["samples"] and merged["metrics"] == whole["metrics"]
+    assert merged["decoding"] == whole["decoding"] and merged["samples_per_doc"] == 3
+    # another seed draws other samples; shards of different decodings never merge
+    other = run_task(alone, _sampled_cfg(micro_task_dirs, seed=6), shard_docs(selection, 1, 2))
+    assert [r["outputs"] for r in other["samples"]] != [r["outputs"] for r in shards[1]["samples"]]
+    with pytest.raises(LoopKVError, match="disagree on the decoding"):
+        merge_shards([shards[0], {**other, "shard": 1, "shards": 2, "selection": selection}])
+
+
+def test_a_tiny_nucleus_through_lm_eval_is_the_greedy_run(teacher_dir, micro_task_dirs):
+    lm = LoopKVLM(teacher=str(teacher_dir), methods_cfg=METHODS, dtype="float32", batch_size=4)
+    docs = list(range(4))
+    sampled = run_task(lm, _sampled_cfg(micro_task_dirs, top_p=1e-6, samples=2), docs)
+    greedy = run_task(lm, task_config("loopkv_arithmetic", micro_task_dirs["arithmetic"], max_gen_toks=24), docs)
+    assert [r["outputs"] for r in sampled["samples"]] == [[r["output"]] * 2 for r in greedy["samples"]]
+    assert sampled["metrics"] == greedy["metrics"]
+
+
+def test_pass_at_1_is_the_mean_over_documents_of_each_documents_share_of_correct_samples():
+    """lm-eval's logged samples of a 4-sample task (one per document and sample filter), by hand:
+    documents with 2, 0 and 3 correct samples of 4 give (0.5 + 0 + 0.75) / 3 = 5/12."""
+    from loopkv.eval.lm_runner import _sampled_rows
+    from loopkv.stats.intervals import pass_at_k
+
+    correct = {0: [1, 0, 0, 1], 1: [0, 0, 0, 0], 2: [1, 1, 1, 0]}
+    logged = [{"doc_id": d, "doc": {"id": f"q{d}"}, "filter": f"sample{k}", "filtered_resps": [f"d{d}s{k}"],
+               "exact_match": float(v)} for k in (3, 1, 0, 2) for d, flags in correct.items() for v in [flags[k]]]
+    rows, metrics = _sampled_rows({"samples": {"t": logged}}, "t", ["exact_match"], 4)
+    assert [r["exact_match"] for r in rows] == [0.5, 0.0, 0.75]
+    assert [r["per_sample"]["exact_match"] for r in rows] == [[1.0, 0.0, 0.0, 1.0], [0.0] * 4, [1.0, 1.0, 1.0, 0.0]]
+    assert rows[2]["outputs"] == ["d2s0", "d2s1", "d2s2", "d2s3"] and rows[1]["id"] == "q1"
+    assert metrics["exact_match"] == pytest.approx(5 / 12) == pass_at_k([4, 4, 4], [2, 0, 3], 1)
+    with pytest.raises(LoopKVError, match="expected"):
+        _sampled_rows({"samples": {"t": logged[1:]}}, "t", ["exact_match"], 4)
+
+
+def test_the_model_refuses_generation_settings_it_does_not_implement(teacher_dir):
+    from lm_eval.api.instance import Instance
+
+    lm = LoopKVLM(teacher=str(teacher_dir), methods_cfg=METHODS, dtype="float32", batch_size=4)
+    for kwargs, says in (({"do_sample": True, "temperature": 1.0, "top_k": 50}, "not supported"),
+                         ({"do_sample": False, "temperature": 0.7}, "need do_sample"),
+                         ({"top_p": 0.7}, "need do_sample"),
+                         ({"do_sample": True, "temperature": 0.0}, "temperature > 0")):
+        with pytest.raises(LoopKVError, match=says):
+            lm.generate_until([Instance("generate_until", {}, ("to be", {"until": [], "max_gen_toks": 4, **kwargs}), 0)])
+    # lm-eval's repeats: the same request k times is k samples, each its own draw, the same on a rerun
+    request = Instance("generate_until", {"id": 1}, ("to be", {"until": [], "max_gen_toks": 8, "do_sample": True,
+                                                              "temperature": 1.0, "top_p": 1.0, "seed": 3}), 0)
+    first = lm.generate_until([request] * 4)
+    assert len(set(first)) > 1 and lm.generate_until([request] * 4) == first
+    assert lm.generate_until([request] * 2) == first[:2]
+
+
+def test_a_sampled_entry_runs_through_the_job_commands_beside_the_greedy_one(teacher_dir, micro_task_dirs, tmp_path):
+    """lm-eval-shard / lm-eval-merge of the entry {name: arithmetic, variant: s, sampling: ...} (its id
+    arithmetic-s) beside the greedy entry; Table 7 shows it as a column of its own."""
+    from loopkv.report import table7
+    from loopkv.stats.intervals import pass_at_k_interval
+
+    sampling = {"temperature": 1.0, "top_p": 0.7, "samples": 2}      # the seed derived from the global one
+    cfg = {"seed": 1, "lm_eval": {"batch_size": 4, "tasks": {"arithmetic": {"max_gen_toks": 24},
+                                                             "arithmetic-s": {"max_gen_toks": 24, "sampling": sampling}}},
+           "methods": METHODS, "model": {"dtype": "float32"}}
+    merged = {}
+    for tid, shards in (("arithmetic", 1), ("arithmetic-s", 2)):
+        outs = []
+        for i in range(shards):
+            outs.append(tmp_path / f"{tid}-{i}.json")
+            main(["lm-eval-shard", "--cfg", json.dumps(cfg), "--task", f"loopkv_{tid}", "--data",
+                  str(micro_task_dirs["arithmetic"]), "--method", "full", "--budget", "1x", "--teacher", str(teacher_dir),
+                  "--shard", str(i), "--shards", str(shards), "--out", str(outs[-1])])
+        main(["lm-eval-merge", *map(str, outs), "--out", str(tmp_path / f"{tid}.json")])
+        merged[tid] = json.loads((tmp_path / f"{tid}.json").read_text())
+    s = merged["arithmetic-s"]
+    assert (s["task"], s["task_id"], s["variant"], s["samples_per_doc"]) == ("loopkv_arithmetic", "arithmetic-s", "s", 2)
+    assert s["decoding"]["strategy"] == "sampling" and s["decoding"]["top_p"] == 0.7
+    assert s["doc_ids"] == merged["arithmetic"]["doc_ids"]          # the same documents as the greedy run
+    assert merged["arithmetic"]["decoding"] == {"strategy": "greedy"} and merged["arithmetic"]["variant"] is None
+    rows = table7.build_rows(list(merged.values()))
+    spec = table7.spec(rows)
+    assert dict(spec.columns)["arithmetic-s"] == "arith pass@1\nT=1.0 p=0.7\nn=2"
+    assert rows[0]["arithmetic"] == merged["arithmetic"]["metrics"]["exact_match"]
+    assert rows[0]["arithmetic-s"] == s["metrics"]["exact_match"]
+    est = pass_at_k_interval([2] * s["n"], [sum(r["per_sample"]["exact_match"]) for r in s["samples"]], 1)
+    assert (rows[0]["arithmetic-s_lo"], rows[0]["arithmetic-s_hi"]) == (est.lo, est.hi)

@@ -129,3 +129,14 @@ def test_a_dead_or_hanging_helper_scores_wrong_and_is_replaced(fresh_helper, mon
     assert time.monotonic() - start < 30 and answers._helper is None     # killed at its deadline (8 s)
     monkeypatch.undo()
     assert _in_thread(lambda: math_verify_equivalent("0.5", r"\frac{1}{2}")) == {"value": True}
+
+
+def test_the_generation_tasks_are_those_whose_template_generates():
+    """LMTask.generative (which tasks may sample: config validation) is what each template's lm-eval
+    output_type says."""
+    from loopkv.eval.lm_tasks import LM_TASKS
+
+    for task in LM_TASKS.values():
+        output_type = _load_template(task.template, resolve=False)["output_type"]
+        assert task.generative == (output_type == "generate_until"), task
+    assert {t.data for t in LM_TASKS.values() if t.generative} >= {"gsm8k", "math500", "humaneval", "mbpp", "arithmetic"}

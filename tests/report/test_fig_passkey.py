@@ -48,3 +48,14 @@ def test_a_grid_with_an_empty_cell_is_an_error():
     result["samples"] = result["samples"][:1]
     with pytest.raises(ValueError, match="no documents"):
         grid(data, result)
+
+
+def test_a_ratio_the_paper_prints_to_one_decimal_finds_its_row_and_the_2_6b_grid_is_selectable():
+    data = _data([64, 128], [0.0], 1)
+    r142 = _result(data, lambda m: True, ratio=1024 / 72)   # 14.22x: the paper's "14.2x"
+    cells = [grid(data, r142)]
+    rows, _ = table_rows([r142], cells, 0.9)
+    assert rows[0]["paper"] == "drops after 8k (Fig. 8)"
+    assert 14.2 not in [r["ratio"] for r in rows[1:]]      # not also shown as a paper row not run
+    rows, _ = table_rows([_result(data, lambda m: True, ratio=10.666667)], cells, 0.9, paper_model="Ouro-2.6B")
+    assert rows[0]["paper"] == "1.00 to 32k, OOM (not 0) at 64k" and len(rows) == 1

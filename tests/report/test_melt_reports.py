@@ -55,8 +55,8 @@ def test_versus_rows_put_paper_values_only_on_the_llas_table_rows(tmp_path):
     assert (tmp_path / "v.pdf").read_bytes() == first
 
 
-def curve(method, per_token, budget="4x"):
-    return {"method": method, "budget": budget, "process_after_load": {"memory_bytes": 100},
+def curve(method, per_token, budget="4x", read_path=None):
+    return {"method": method, "budget": budget, "read_path": read_path, "process_after_load": {"memory_bytes": 100},
             "memory_measure": "process RSS (VmRSS / VmHWM)",
             "points": [{"generated": n, "cached_tokens": n + 8, "cache_bytes_at_cache_dtype": per_token * (n + 8),
                         "peak_memory_bytes": 1000 + n} for n in (16, 32)]}
@@ -71,3 +71,15 @@ def test_memory_summary_and_figure(tmp_path):
     assert s["melt"]["cache_ratio_to_teacher"] == 4.0 and s["full"]["cache_ratio_to_teacher"] == 1.0
     plot_memory(memory, MELT_MEMORY, tmp_path / "m.pdf", tmp_path / "m.png")
     assert (tmp_path / "m.pdf").read_bytes().startswith(b"%PDF") and (tmp_path / "m.png").stat().st_size > 0
+
+
+def test_memory_curves_are_labelled_with_the_read_path_they_decoded_through():
+    """LLA's curve is its fused read (the capacity path); a codec method without one says so."""
+    from loopkv.report.fig_memory import read_note
+
+    memory = {"curves": [curve("full", 64, "1x"), curve("lla", 16, read_path="fused"), curve("mla_head", 16)]}
+    s = summary(memory)
+    assert (s["full"]["label"], s["full"]["read_path"]) == ("teacher", None)
+    assert (s["lla"]["label"], s["lla"]["read_path"]) == ("LLA 4x (fused read)", "fused")
+    assert s["mla_head"]["label"].endswith("(no fused read: decodes K/V per read)")
+    assert read_note({"method": "melt"}) == ""

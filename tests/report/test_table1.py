@@ -121,3 +121,94 @@ def test_samples_of_another_test_set_are_refused():
     other = {"samples": {"arithmetic": [{"id": "elsewhere", "correct": True}]}}
     with pytest.raises(LoopKVError, match="items differ from the teacher's"):
         build_rows(CELLS[:2], CURVES, passkey_train_max=126, samples=[_samples([1] * 200), other])
+
+
+# ---- the real benchmarks' columns (lm-eval merged results), when methods.table1_benchmarks names them
+
+CHOSEN = {"gsm8k": "gsm8k", "mc_avg": ["arc_easy", "boolq"], "mmlu": "mmlu"}
+
+
+def _lm(method, budget, task, flags, metric="acc", shots=0):
+    return {"task": f"loopkv_{task}", "method": method, "budget": budget, "headline": metric, "n": len(flags),
+            "metrics": {metric: sum(flags) / len(flags)}, "shots": shots,
+            "samples": [{"doc_id": i, metric: float(f)} for i, f in enumerate(flags)]}
+
+
+def _suite(method, budget, gsm8k, arc, boolq, mmlu):
+    return [_lm(method, budget, "gsm8k", gsm8k, "exact_match", shots=5), _lm(method, budget, "arc_easy", arc),
+            _lm(method, budget, "boolq", boolq), _lm(method, budget, "mmlu", mmlu)]
+
+
+BENCH = (_suite("full", "1x", [1] * 30 + [0] * 10, [1] * 6 + [0] * 4, [1] * 30 + [0] * 70, [1] * 5 + [0] * 15)
+         + _suite("lla", "4x", [1] * 25 + [0] * 15, [1] * 5 + [0] * 5, [1] * 40 + [0] * 60, [1] * 4 + [0] * 16)
+         + _suite("kv_quant", "5.33x", [0] * 40, [0] * 10, [1] * 100, [0] * 20))
+
+
+def test_benchmark_columns_come_from_every_cells_lm_eval_results(tmp_path):
+    from scipy.stats import binomtest
+
+    rows = build_rows(CELLS, CURVES, 126, benchmarks=list(reversed(BENCH)), chosen=CHOSEN)
+    teacher, lla, quant = rows[:3]
+    # by hand: GSM8K 30/40 and 25/40; the paired difference loses 5 of the teacher's 30 items
+    assert (teacher["gsm8k"], lla["gsm8k"], lla["n_gsm8k"], lla["shots_gsm8k"]) == (0.75, 0.625, 40, 5)
+    assert lla["gsm8k_vs_teacher"] == pytest.approx(-0.125) and "gsm8k_vs_teacher" not in teacher
+    # -.125 +- 1.96 sqrt(.125 * .875 / 40) = [-.227, -.023] (the bootstrap's grid is 1/40)
+    assert lla["gsm8k_vs_teacher_lo"] == pytest.approx(-0.227, abs=0.03)
+    assert lla["gsm8k_vs_teacher_hi"] == pytest.approx(-0.023, abs=0.03)
+    # MC-avg: each task counts once, whatever its size: (.6 + .3) / 2, not 36 / 110
+    assert teacher["mc_avg"] == pytest.approx(0.45) and lla["mc_avg"] == pytest.approx(0.45)
+    assert quant["mc_avg"] == pytest.approx(0.5) and teacher["n_mc"] == 110
+    assert teacher["mc_avg_lo"] < 0.45 < teacher["mc_avg_hi"] and teacher["mc_tasks"] == "arc_easy boolq"
+    assert (lla["mmlu"], lla["n_mmlu"]) == (0.2, 20) and lla["mmlu_vs_teacher"] == pytest.approx(-0.05)
+    # paired per task: arc loses 1 of 10 (-.1), boolq gains 10 of 100 (+.1): the mean difference is 0
+    assert lla["mc_avg_vs_teacher"] == pytest.approx(0.0, abs=1e-12)
+    assert lla["mc_avg_vs_teacher_lo"] < 0 < lla["mc_avg_vs_teacher_hi"]
+    assert quant["mc_avg_vs_teacher"] == pytest.approx(((0 - 0.6) + (1 - 0.3)) / 2)
+    write_csv(rows, tmp_path / "t.csv")
+    write_pdf(rows, tmp_path / "t.pdf", "test")
+    read = list(csv.DictReader(open(tmp_path / "t.csv")))
+    ci = binomtest(25, 40).proportion_ci(method="wilson")
+    assert (float(read[1]["gsm8k_lo"]), float(read[1]["gsm8k_hi"])) == pytest.approx((ci.low, ci.high), abs=1e-9)
+    assert float(read[1]["mmlu_hi"]) > 0.2 and read[1]["mc_avg_lo"] != ""
+    # the stand-ins stay beside the real columns
+    assert float(read[1]["arith_em"]) == 0.77
+
+
+def test_without_benchmarks_the_table_has_no_benchmark_columns(tmp_path):
+    from loopkv.report.table1 import BENCHMARK_COLUMNS, footnote, table_spec
+
+    rows = build_rows(CELLS, CURVES, 126)
+    assert not set(dict(BENCHMARK_COLUMNS)) & set(table_spec(rows).keys)
+    assert "not run here (methods.table1_benchmarks)" in footnote(rows)
+    only = build_rows(CELLS, CURVES, 126, benchmarks=[r for r in BENCH if r["task"] == "loopkv_mmlu"],
+                      chosen={"gsm8k": None, "mc_avg": [], "mmlu": "mmlu"})
+    assert [k for k in table_spec(only).keys if k in dict(BENCHMARK_COLUMNS)] == ["mmlu", "mmlu_vs_teacher"]
+    assert "MMLU: 20 questions" in footnote(only)
+
+
+def test_a_cell_without_its_benchmark_result_is_refused():
+    from loopkv.errors import LoopKVError
+
+    with pytest.raises(LoopKVError, match="no lm-eval result of boolq for lla 4x"):
+        build_rows(CELLS, CURVES, 126, benchmarks=[r for r in BENCH if not (r["method"] == "lla" and
+                                                                             r["task"] == "loopkv_boolq")],
+                   chosen=CHOSEN)
+    other = [dict(r, samples=[dict(s, doc_id=s["doc_id"] + 100) for s in r["samples"]])
+             if r["method"] == "lla" and r["task"] == "loopkv_gsm8k" else r for r in BENCH]
+    with pytest.raises(LoopKVError, match="documents differ from the teacher's"):
+        build_rows(CELLS, CURVES, 126, benchmarks=other, chosen=CHOSEN)
+    broken = [dict(r, samples=r["samples"][:-1]) if r["task"] == "loopkv_mmlu" else r for r in BENCH]
+    with pytest.raises(LoopKVError, match="its samples must be 20 documents"):
+        build_rows(CELLS, CURVES, 126, benchmarks=broken, chosen=CHOSEN)
+
+
+def test_the_2_6b_paper_grid_stands_beside_when_configured():
+    from loopkv.report.paper_values import OURO_2_6B
+    from loopkv.report.table1 import footnote
+
+    rows = build_rows(CELLS, CURVES, 126, paper_model="Ouro-2.6B")
+    assert rows[1]["paper_gsm8k"] == OURO_2_6B["lla", 4.0]["gsm8k"] and rows[1]["paper_kl"] is None
+    assert rows[0]["paper_mc_avg"] == OURO_2_6B["full", 1.0]["mc_avg"]
+    not_run = {(r["method"], r["ratio"]) for r in rows[3:]}
+    assert not_run == set(OURO_2_6B) - {("full", 1.0), ("lla", 4.0)}
+    assert "Tables 2 (GSM8K, 2-shot) and 11" in footnote(rows, "Ouro-2.6B")

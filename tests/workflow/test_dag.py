@@ -4,8 +4,8 @@ from pathlib import Path
 
 import yaml
 
-from loopkv.config import load_config
-from workflow_helpers import REPO, planned_jobs, snakemake
+from loopkv.config import load_config, load_workflow_config
+from workflow_helpers import REPO, planned_jobs, planned_outputs, snakemake
 
 
 def test_default_target_plans_data_and_teacher(workdir):
@@ -21,7 +21,12 @@ def test_default_target_plans_data_and_teacher(workdir):
                     "bench_data": 12, "lm_eval_shard": 48, "lm_eval_merge": 44, "table7": 1,
                     "passkey_grid_data": 1, "fig8": 1, "distill_on_policy": 3, "on_policy_eval": 3,
                     "table4_fig7": 1, "serve_bench": 1, "kernel_bench": 1, "table5": 1, "table13": 1,
-                    "agreement": 1, "claims": 1, "all": 1}   # Table 1 vs the suite's synthetic tasks
+                    "agreement": 1, "claims": 1, "all": 1,   # Table 1 vs the suite's synthetic tasks
+                    # the pages of the HTML report (snakemake --report): the claims and every table
+                    "claims_html": 1, **{f"{name}_html": 1 for name in HTML_TABLES}}
+
+
+HTML_TABLES = ("table1", "table4", "table7", "table12", "table5", "table13", "melt_table3", "melt_table4", "melt_vs_lla")
 
 
 def test_table1_cells_follow_the_config(workdir):
@@ -30,6 +35,20 @@ def test_table1_cells_follow_the_config(workdir):
     (workdir / "cells.yaml").write_text(yaml.safe_dump(edit))
     jobs = planned_jobs(workdir, "--configfile", "cells.yaml", "--", "reports/table1.pdf")
     assert jobs["distill"] == 2 and jobs["method_eval"] == 4 and jobs["table1"] == 1
+
+
+def test_a_sampled_variant_plans_its_own_shards_beside_the_greedy_run(workdir):
+    """lm_eval.tasks listing arithmetic greedy and sampled (issue 22): the variant's jobs have their own
+    paths (task id arithmetic-s), and Table 7 reads both."""
+    cfg = load_config({}, check_paths=False)
+    tasks = [*cfg["lm_eval"]["tasks"], {"name": "arithmetic", "variant": "s", "shards": 2, "max_gen_toks": 64,
+                                        "sampling": {"temperature": 1.0, "top_p": 0.7, "samples": 2}}]
+    (workdir / "sampled.yaml").write_text(yaml.safe_dump({"lm_eval": {"tasks": tasks}}))
+    planned = planned_outputs(workdir, "--configfile", "sampled.yaml", "--", "reports/table7.pdf")
+    ours = sorted(p for p in planned if p.startswith("results/lm_eval/full/1x/arithmetic"))
+    assert ours == ["results/lm_eval/full/1x/arithmetic-s.json", "results/lm_eval/full/1x/arithmetic-s/shard0of2.json",
+                    "results/lm_eval/full/1x/arithmetic-s/shard1of2.json", "results/lm_eval/full/1x/arithmetic.json",
+                    "results/lm_eval/full/1x/arithmetic/shard0of1.json"]
 
 
 def test_an_unreachable_table_cell_is_rejected_before_any_job(workdir):
@@ -80,12 +99,34 @@ def test_paper_config_plans_without_pretraining_when_its_checkpoint_exists(workd
     (workdir / "paper.yaml").write_text(yaml.safe_dump(config))
     jobs = planned_jobs(workdir, "--configfile", "paper.yaml")
     assert "teacher_pretrain" not in jobs and jobs["teacher_eval"] == 1
-    assert jobs["distill"] == 6 and jobs["method_eval"] == 11   # no LLA-2D at paper scale yet
+    # LLA at each of the paper's nine ratios (Tables 1, 4, 7, Figure 8) and mla_head at Table 1's three;
+    # no LLA-2D at paper scale yet
+    # method-eval: Table 1's 11 cells and Table 4's off-policy LLA at 3.2x and 10.67x
+    assert jobs["distill"] == 12 and jobs["method_eval"] == 13
+    # Table 7's seven models x every task's shards, Table 1's seven other cells x its benchmarks' shards,
+    # Figure 8's nine models x 4
+    shards = {t["name"]: t["shards"] for t in config["lm_eval"]["tasks"]}
+    table1 = sum(shards[t] for t in ("gsm8k", "arc_easy", "arc_challenge", "hellaswag", "piqa", "winogrande",
+                                     "boolq", "mmlu"))
+    every_task = sum(t["shards"] for t in config["lm_eval"]["tasks"])
+    assert jobs["lm_eval_shard"] == 7 * every_task + 7 * table1 + 9 * 4
 
 
-def _paper_checkpoint_config(workdir, reference_dir, arch) -> Path:
+def test_the_2_6b_overlay_plans_tables_2_and_11_from_lm_eval_for_every_cell(workdir, reference_dir):
+    files = [REPO / "config/ouro-1.4b.yaml", REPO / "config/ouro-2.6b.yaml"]
+    config = load_workflow_config(files, check_paths=False, base_dir=REPO)
+    _paper_checkpoint_config(workdir, reference_dir, config["model"]["arch"], "Ouro-2.6B")
+    jobs = planned_jobs(workdir, "--configfile", "config/ouro-1.4b.yaml", "config/ouro-2.6b.yaml", "--",
+                        "reports/ouro-2.6b/table1.pdf")
+    # ten cells: the teacher, LLA and per-head MLA at 4x / 5.33x / 10.67x, layer sharing at 4x / 6x / 12x
+    assert jobs["method_eval"] == 10 and jobs["distill"] == 6 and jobs["table1"] == 1
+    # each cell through GSM8K (8 shards) and the six MC tasks (11 shards)
+    assert jobs["lm_eval_shard"] == 10 * 19 and "melt_stage1" not in jobs
+
+
+def _paper_checkpoint_config(workdir, reference_dir, arch, name="Ouro-1.4B") -> Path:
     """A checkpoint directory holding only a config.json of `arch` (planning reads no weights)."""
-    checkpoint = workdir / "checkpoints/Ouro-1.4B"
+    checkpoint = workdir / f"checkpoints/{name}"
     checkpoint.mkdir(parents=True)
     shipped = json.loads((reference_dir / "config.json").read_text())
     shipped.update({k: v for k, v in arch.items() if k in shipped}, vocab_size=49152)

@@ -12,6 +12,11 @@ from workflow_helpers import planned_outputs
 pytestmark = pytest.mark.slow
 
 
+def pages(*tables: str) -> dict[str, int]:
+    """The HTML report's pages redone with the claims and these tables (a job each)."""
+    return {f"{name}_html": 1 for name in ("claims", *tables)}
+
+
 def test_outputs_have_metrics_and_provenance(finished):
     quality = json.loads((finished / "results/teacher/quality.json").read_text())
     metrics, prov = quality["metrics"], quality["provenance"]
@@ -49,7 +54,8 @@ def test_editing_a_task_key_reruns_that_task_and_what_depends_on_it(finished):
     assert rerun_counts(finished, "edited.yaml") == {
         "task_data": 1, "teacher_eval": 1, "method_eval": 6, "table1": 1, "melt_eval": 8, "melt_table": 2,
         "melt_vs_lla": 1, "on_policy_eval": 1, "table4_fig7": 1,
-        "lm_eval_shard": 2, "lm_eval_merge": 2, "table7": 1, "agreement": 1, "claims": 1, "all": 1}   # the suite's cloze task, both models
+        "lm_eval_shard": 2, "lm_eval_merge": 2, "table7": 1, "agreement": 1, "claims": 1, "all": 1,   # the suite's cloze task, both models
+        **pages("table1", "melt_table3", "melt_table4", "melt_vs_lla", "table4", "table7")}
 
 
 def test_figure2_is_built_from_the_calibration(finished):
@@ -70,7 +76,8 @@ def test_a_plotting_only_edit_redraws_and_retrains_nothing(finished):
     micro["report"] = {"dpi": 80}
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
     assert rerun_counts(finished, "edited.yaml") == {"fig2_spectra": 1, "fig_memory": 1, "fig8": 1,
-                                                                     "table4_fig7": 1, "claims": 1, "all": 1}
+                                                                     "table4_fig7": 1, "claims": 1, "all": 1,
+                                                                     **pages("table12", "table4")}
 
 
 def test_table1_is_built_from_every_cell(finished):
@@ -104,7 +111,8 @@ def test_a_distillation_edit_reruns_only_the_codec_cells(finished):
     assert rerun_counts(finished, "edited.yaml") == {
         "distill": 2, "method_eval": 2, "table1": 1, "melt_vs_lla": 1, "melt_memory": 1, "fig_memory": 1,
         "distill_on_policy": 1, "on_policy_eval": 1, "table4_fig7": 1, "lm_eval_shard": 7, "lm_eval_merge": 6,
-        "table7": 1, "fig8": 1, "agreement": 1, "claims": 1, "all": 1}
+        "table7": 1, "fig8": 1, "agreement": 1, "claims": 1, "all": 1,
+        **pages("table1", "melt_vs_lla", "table4", "table7", "table12")}
 
 
 def test_a_resource_edit_reruns_nothing(finished):
@@ -128,7 +136,8 @@ def test_one_baselines_quantiser_edit_reevaluates_only_its_cell(finished):
     micro = yaml.safe_load((finished / "micro.yaml").read_text())
     micro["methods"]["kv_quant_group"] = 16     # kv_quant's own knob (its bits follow from the budget)
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
-    assert rerun_counts(finished, "edited.yaml") == {"method_eval": 1, "table1": 1, "claims": 1, "all": 1}
+    assert rerun_counts(finished, "edited.yaml") == {"method_eval": 1, "table1": 1, "claims": 1, "all": 1,
+                                                     **pages("table1")}
     assert "results/methods/kv_quant/4x/quality.json" in planned_outputs(finished, "--configfile", "edited.yaml")
 
 
@@ -139,7 +148,8 @@ def test_a_read_path_edit_reevaluates_only_the_lla_cells(finished):
     # the memory figure measures LLA on its latent capacity path whatever read_path says
     assert rerun_counts(finished, "edited.yaml") == {
         "method_eval": 2, "table1": 1, "melt_vs_lla": 1, "on_policy_eval": 1, "table4_fig7": 1,
-        "lm_eval_shard": 7, "lm_eval_merge": 6, "table7": 1, "fig8": 1, "agreement": 1, "claims": 1, "all": 1}
+        "lm_eval_shard": 7, "lm_eval_merge": 6, "table7": 1, "fig8": 1, "agreement": 1, "claims": 1, "all": 1,
+        **pages("table1", "melt_vs_lla", "table4", "table7", "table12")}
 
 
 def test_melt_tables_and_memory_are_built_from_the_recipes(finished):
@@ -169,7 +179,7 @@ def test_a_stage2_edit_retrains_only_stage2(finished):
     # every recipe with a stage 2 (all but no_stage2); no stage 1, no distillation
     assert rerun_counts(finished, "edited.yaml") == {
         "melt_stage2": 7, "melt_eval": 7, "melt_table": 2, "melt_vs_lla": 1, "melt_memory": 1, "fig_memory": 1,
-        "claims": 1, "all": 1}
+        "claims": 1, "all": 1, **pages("melt_table3", "melt_table4", "melt_vs_lla")}
 
 
 def test_an_ema_decay_edit_retrains_only_the_ema_recipe(finished):
@@ -177,14 +187,16 @@ def test_an_ema_decay_edit_retrains_only_the_ema_recipe(finished):
     micro["melt"]["ema_decay"] = 0.25
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
     assert rerun_counts(finished, "edited.yaml") == {
-        "melt_stage1": 1, "melt_stage2": 1, "melt_eval": 1, "melt_table": 1, "claims": 1, "all": 1}
+        "melt_stage1": 1, "melt_stage2": 1, "melt_eval": 1, "melt_table": 1, "claims": 1, "all": 1,
+        **pages("melt_table3")}
 
 
 def test_a_memory_edit_remeasures_only_memory(finished):
     micro = yaml.safe_load((finished / "micro.yaml").read_text())
     micro["melt"]["memory_lengths"] = [4, 6]
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
-    assert rerun_counts(finished, "edited.yaml") == {"melt_memory": 1, "fig_memory": 1, "claims": 1, "all": 1}
+    assert rerun_counts(finished, "edited.yaml") == {"melt_memory": 1, "fig_memory": 1, "claims": 1, "all": 1,
+                                                     **pages()}
 
 
 def test_the_suite_table7_is_built_from_merged_shards(finished):
@@ -216,7 +228,7 @@ def test_one_benchmarks_shard_count_reruns_only_its_shards(finished):
     micro["lm_eval"]["tasks"][0]["shards"] = 3            # gsm8k: 2 -> 3 shards
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
     assert rerun_counts(finished, "edited.yaml") == {
-        "lm_eval_shard": 6, "lm_eval_merge": 2, "table7": 1, "claims": 1, "all": 1}
+        "lm_eval_shard": 6, "lm_eval_merge": 2, "table7": 1, "claims": 1, "all": 1, **pages("table7")}
 
 
 def test_passkey_grid_and_on_policy_reports(finished):

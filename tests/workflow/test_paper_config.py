@@ -54,3 +54,27 @@ def test_the_checkpoint_is_used_as_it_ships(paper_run):
     quality = json.loads((paper_run / "results/ouro-1.4b/teacher/quality.json").read_text())
     assert quality["provenance"]["device"] == "cpu"
     assert quality["metrics"]["arithmetic"]["n"] == 3
+
+
+def test_table1s_real_benchmark_columns_come_from_lm_eval_for_every_method(paper_run):
+    import csv
+
+    rows = [r for r in csv.DictReader(open(paper_run / "reports/ouro-1.4b/table1.csv")) if r["budget"] != "not run"]
+    # the paper config's eleven cells, the baselines included, each with its own lm-eval results
+    assert {r["method"] for r in rows} == {"full", "final_loop", "lla", "mla_head", "cla", "kv_quant"} and len(rows) == 11
+    results = paper_run / "results/ouro-1.4b/lm_eval"
+    for r in rows:
+        merged = {t: json.loads((results / r["method"] / r["budget"] / f"{t}.json").read_text())
+                  for t in ("gsm8k", "arc_easy", "mmlu")}
+        assert float(r["gsm8k"]) == merged["gsm8k"]["metrics"]["exact_match"] and r["n_gsm8k"] == "2"
+        assert float(r["mmlu"]) == merged["mmlu"]["metrics"]["acc"] and r["shots_gsm8k"] == "0"   # (the twin's)
+        assert float(r["mc_avg"]) == merged["arc_easy"]["metrics"]["acc"] and r["mc_tasks"] == "arc_easy"
+        assert (r["gsm8k_vs_teacher"] == "") == (r["method"] == "full")
+
+
+def test_the_sampled_variant_runs_beside_the_greedy_one(paper_run):
+    results = paper_run / "results/ouro-1.4b/lm_eval/lla/4x"
+    greedy = json.loads((results / "math500.json").read_text())
+    sampled = json.loads((results / "math500-sampled.json").read_text())
+    assert sampled["decoding"]["strategy"] != greedy.get("decoding", {}).get("strategy")
+    assert sampled["doc_ids"] == greedy["doc_ids"] and sampled["samples_per_doc"] == 2

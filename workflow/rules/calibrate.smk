@@ -44,7 +44,8 @@ rule fig2_spectra:
         R("analysis/cross_loop_structure.json"),
     output:
         pdf=f"{REPORTS}/fig2_spectra.pdf",
-        png=f"{REPORTS}/fig2_spectra.png",
+        png=report(f"{REPORTS}/fig2_spectra.png", caption="../report/fig2_spectra.rst", category=REPORT_CATEGORIES["lla"],
+                   labels={"result": "LLA Figure 2: cross-loop structure of the teacher's K/V"}),
     params:
         cfg=job_cfg("plot-cross-loop"),
     log:

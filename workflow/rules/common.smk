@@ -5,8 +5,9 @@ import shlex
 import sys
 
 from loopkv.cache.registry import codec_methods
-from loopkv.config import load_config, melt_budget_label, workflow_file_problems
+from loopkv.config import load_config, melt_budget_label, table1_benchmark_tasks, workflow_file_problems
 from loopkv.data.benchmarks import BENCHMARKS
+from loopkv.eval.lm_tasks import split_task_id, task_id as lm_task_id
 from loopkv.train.melt_recipes import final_stage, recipe_names, stage_owner, table_members
 from loopkv.errors import LoopKVError
 from loopkv.jobs.declared import job_spec
@@ -110,6 +111,7 @@ localrules:
     table5,
     table13,
     agreement,
+    claims_html,   # and every table's page (report.smk: `localrule: True`, rules made in a loop)
 
 
 def R(path):
@@ -164,7 +166,33 @@ def default_targets():
     suite += [f"{REPORTS}/agreement.json"] if agreement_pairs() else []
     serving = [f"{REPORTS}/table5.pdf", f"{REPORTS}/table13.pdf"]
     claims = [f"{REPORTS}/claims.md"]
-    return teacher + [f"{REPORTS}/fig2_spectra.pdf", f"{REPORTS}/table1.pdf"] + melt + suite + serving + claims
+    # the pages of the HTML report: `snakemake --report` shows what the jobs of this DAG wrote
+    html = [f"{REPORTS}/claims.html"] + [f"{REPORTS}/{name}.html" for name in report_tables()]
+    return teacher + [f"{REPORTS}/fig2_spectra.pdf", f"{REPORTS}/table1.pdf"] + melt + suite + serving + claims + html
+
+
+# ---- the HTML report (`snakemake --report`): the claims page, every table's page (report.smk) and
+# every figure's PNG, each with a caption (workflow/report/<name>.rst). The report lists categories
+# by name: the numbers put the claims first.
+REPORT_CATEGORIES = {"claims": "1. Claims", "lla": "2. LLA: quality", "serving": "3. LLA: serving",
+                     "melt": "4. MELT"}
+
+
+def report_tables():
+    """name -> (category, heading) of every table this configuration builds: each a page of the report."""
+    tables = {"table1": ("lla", "LLA Table 1: KV methods at equal cache budgets")}
+    if config["on_policy"]["budgets"]:
+        tables["table4"] = ("lla", "LLA Table 4: off- vs on-policy distillation")
+    if LM_MODELS and LM_TASK_DATA:
+        tables["table7"] = ("lla", "LLA Table 7: the benchmark suite through lm-eval")
+    if config["passkey_grid"]["models"]:
+        tables["table12"] = ("lla", "LLA Table 12: passkey retrieval by context length")
+    tables |= {"table5": ("serving", "LLA Table 5: cache bytes, capacity and decode speed"),
+               "table13": ("serving", "LLA Table 13: the latent-attention kernel"),
+               "melt_table3": ("melt", "MELT Table 3: gate variants"),
+               "melt_table4": ("melt", "MELT Table 4: recipe components"),
+               "melt_vs_lla": ("melt", "MELT beside the teacher's KV methods at MELT's budget")}
+    return {name: (REPORT_CATEGORIES[category], title) for name, (category, title) in tables.items()}
 
 
 def claim_reports():
@@ -192,6 +220,14 @@ def table1_cells():
     for budget, methods in config["methods"]["table1"].items():
         cells += [(m, budget) for m in methods]
     return cells
+
+
+TABLE1_BENCHMARKS = table1_benchmark_tasks(config)   # lm-eval tasks of Table 1's real-benchmark columns
+
+
+def table1_benchmark_results():
+    """The merged lm-eval result of every Table 1 benchmark task for every Table 1 cell."""
+    return [R(f"lm_eval/{m}/{b}/{t}.json") for m, b in table1_cells() for t in TABLE1_BENCHMARKS]
 
 
 def agreement_pairs():
@@ -235,8 +271,9 @@ MEMORY_CODECS = [m for m in config["melt"]["memory_methods"] if m in CODEC_METHO
 
 # ---- the evaluation suite through lm-eval (model "loopkv"), LLA Table 7
 LM_MODELS = [os.path.split(pair) for pair in config["lm_eval"]["models"]]   # "lla/4x" -> ("lla", "4x")
-LM_TASKS = {t["name"]: t for t in config["lm_eval"]["tasks"]}
-LM_TASK_DATA = list(LM_TASKS)
+# by task id: an entry's name, or name-variant for a second way of running it (lm_tasks.task_id)
+LM_TASKS = {lm_task_id(t["name"], t.get("variant")): t for t in config["lm_eval"]["tasks"]}
+LM_TASK_DATA = list(LM_TASKS)   # the task ids (wildcard {task} of the lm-eval rules)
 BENCHMARK_NAMES = sorted(BENCHMARKS)
 
 
@@ -244,10 +281,21 @@ GRID_MODELS = [os.path.split(pair) for pair in config["passkey_grid"]["models"]]
 
 
 def lm_task_data(task):
-    """The data directory a loopkv lm-eval task reads: a real benchmark, the passkey grid, or a synthetic task."""
+    """The data directory a loopkv lm-eval task (id) reads: a real benchmark, the passkey grid, or a synthetic task."""
+    task = split_task_id(task)[0]
     if task == "passkey_grid":
         return R("data/passkey_grid")
     return R(f"data/bench/{task}") if task in BENCHMARKS else R(f"data/tasks/{task}")
+
+
+def local_bench_file(wildcards):
+    """The file data.local_benchmarks.<bench> names (loopkv.data.local_benchmarks; the config check has
+    read it): the input of its data job, so editing the file reruns it and every evaluation reading it."""
+    path = config["data"]["local_benchmarks"].get(wildcards.bench)
+    if path is None:
+        raise WorkflowError(f"{R(f'data/bench/{wildcards.bench}')} is read from the file that config key "
+                            f"'data.local_benchmarks.{wildcards.bench}' names, which is not set: set it to its path")
+    return path
 
 
 def lm_task_settings(task):

@@ -1,5 +1,6 @@
 # The evaluation suite through lm-eval (model "loopkv", tasks loopkv_<name> over local data):
-# benchmark data from offline package files, one job per (method, budget, task, shard) with a fixed
+# benchmark data from offline package files or from files you give (data.local_benchmarks), one job
+# per (method, budget, task, shard) with a fixed
 # output path, a merge per task (equal to an unsharded run), and LLA Table 7.
 
 
@@ -8,7 +9,7 @@ rule bench_data:
         test=R("data/bench/{bench}/test.jsonl"),
         manifest=R("data/bench/{bench}/manifest.json"),
     wildcard_constraints:
-        bench="|".join(BENCHMARK_NAMES),
+        bench="|".join(b for b in BENCHMARK_NAMES if not BENCHMARKS[b].local),   # local_bench_data: the others
     params:
         out=parent("manifest"),
     resources:
@@ -21,6 +22,27 @@ rule bench_data:
         "loopkv data-bench {wildcards.bench:q} --out {params.out:q} > {log:q} 2>&1"
 
 
+# a benchmark read from a file you give: the same command and outputs as bench_data, the file its input
+rule local_bench_data:
+    input:
+        source=local_bench_file,
+    output:
+        test=R("data/bench/{bench}/test.jsonl"),
+        manifest=R("data/bench/{bench}/manifest.json"),
+    wildcard_constraints:
+        bench="|".join(b for b in BENCHMARK_NAMES if BENCHMARKS[b].local),
+    params:
+        out=parent("manifest"),
+    resources:
+        **job_resources("data-bench"),
+    log:
+        f"{LOGS}/data/bench_{{bench}}.log",
+    benchmark:
+        f"{LOGS}/benchmarks/data/bench_{{bench}}.tsv"
+    shell:
+        "loopkv data-bench {wildcards.bench:q} --source {input.source:q} --out {params.out:q} > {log:q} 2>&1"
+
+
 rule lm_eval_shard:
     input:
         unpack(lm_model_inputs),
@@ -29,7 +51,7 @@ rule lm_eval_shard:
         R("lm_eval/{method}/{budget}/{task}/shard{shard}of{shards}.json"),
     wildcard_constraints:
         method="[a-z0-9_]+",
-        task="[a-z0-9_]+",
+        task="[a-z0-9_]+(-[a-z0-9]+)?",   # a task id: name, or name-variant
         shard=r"\d+",
         shards=r"\d+",
     params:
@@ -60,7 +82,7 @@ rule lm_eval_merge:
         R("lm_eval/{method}/{budget}/{task}.json"),
     wildcard_constraints:
         method="[a-z0-9_]+",
-        task="[a-z0-9_]+",
+        task="[a-z0-9_]+(-[a-z0-9]+)?",   # a task id: name, or name-variant
     log:
         f"{LOGS}/lm_eval/{{method}}_{{budget}}_{{task}}_merge.log",
     benchmark:
@@ -113,7 +135,8 @@ rule fig8:
         results=[R(f"lm_eval/{m}/{b}/passkey_grid.json") for m, b in GRID_MODELS],
     output:
         pdf=f"{REPORTS}/fig8_passkey.pdf",
-        png=f"{REPORTS}/fig8_passkey.png",
+        png=report(f"{REPORTS}/fig8_passkey.png", caption="../report/fig8_passkey.rst", category=REPORT_CATEGORIES["lla"],
+                   labels={"result": "LLA Figure 8: passkey recall by length and depth"}),
         json=f"{REPORTS}/fig8_passkey.json",
         table_pdf=f"{REPORTS}/table12.pdf",
         table_csv=f"{REPORTS}/table12.csv",

@@ -170,7 +170,8 @@ rule fig_memory:
         R("melt/memory.json"),
     output:
         pdf=f"{REPORTS}/fig_memory_vs_length.pdf",
-        png=f"{REPORTS}/fig_memory_vs_length.png",
+        png=report(f"{REPORTS}/fig_memory_vs_length.png", caption="../report/fig_memory_vs_length.rst",
+                   category=REPORT_CATEGORIES["melt"], labels={"result": "MELT: memory against generated tokens"}),
         json=f"{REPORTS}/fig_memory_vs_length.json",
     params:
         cfg=job_cfg("fig-memory"),

@@ -75,7 +75,8 @@ rule table4_fig7:
         table_csv=f"{REPORTS}/table4.csv",
         table_tex=f"{REPORTS}/table4.tex",
         fig_pdf=f"{REPORTS}/fig7_exposure.pdf",
-        fig_png=f"{REPORTS}/fig7_exposure.png",
+        fig_png=report(f"{REPORTS}/fig7_exposure.png", caption="../report/fig7_exposure.rst",
+                       category=REPORT_CATEGORIES["lla"], labels={"result": "LLA Figure 7: exposure curves"}),
         fig_json=f"{REPORTS}/fig7_exposure.json",
     params:
         cfg=job_cfg("table4-fig7"),

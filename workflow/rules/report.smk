@@ -6,6 +6,7 @@ rule table1:
         cells=[R(f"methods/{m}/{b}/quality.json") for m, b in table1_cells()],
         samples=[R(f"methods/{m}/{b}/quality_samples.json") for m, b in table1_cells()],
         curves=[R(f"distill/{m}/{b}/curve.json") for m, b in table1_cells() if m in CODEC_METHODS],
+        benchmarks=table1_benchmark_results(),
     output:
         pdf=f"{REPORTS}/table1.pdf",
         csv=f"{REPORTS}/table1.csv",
@@ -18,7 +19,7 @@ rule table1:
         f"{LOGS}/benchmarks/report/table1.tsv"
     shell:
         "loopkv table1 --cfg {params.cfg:q} --cells {input.cells:q} --samples {input.samples:q} --curves {input.curves:q}"
-        " --pdf {output.pdf:q}"
+        " --benchmarks {input.benchmarks:q} --pdf {output.pdf:q}"
         " --csv {output.csv:q} --tex {output.tex:q} > {log:q} 2>&1"
 
 
@@ -52,3 +53,44 @@ rule claims:
     shell:
         "loopkv claims --cfg {params.cfg:q} {params.reports} --csv {output.csv:q} --md {output.md:q}"
         " --pdf {output.pdf:q} > {log:q} 2>&1"
+
+
+# The pages of the HTML report (`snakemake --report`, README): the claims page, and each table's
+# page from its CSV and .tex. A rule per table, from one definition, so that each page has its own
+# caption (workflow/report/<name>.rst); the figures are their rules' PNGs.
+rule claims_html:
+    input:
+        csv=f"{REPORTS}/claims.csv",
+        md=f"{REPORTS}/claims.md",
+    output:
+        report(f"{REPORTS}/claims.html", caption="../report/claims.rst", category=REPORT_CATEGORIES["claims"],
+               labels={"result": "The papers' claims against this run"}),
+    log:
+        f"{LOGS}/report/claims_html.log",
+    benchmark:
+        f"{LOGS}/benchmarks/report/claims_html.tsv"
+    shell:
+        "loopkv claims-html --csv {input.csv:q} --md {input.md:q} --html {output:q} > {log:q} 2>&1"
+
+
+for _name, (_category, _title) in report_tables().items():
+
+    rule:
+        name:
+            f"{_name}_html"
+        localrule: True
+        input:
+            csv=f"{REPORTS}/{_name}.csv",
+            tex=f"{REPORTS}/{_name}.tex",
+        output:
+            report(f"{REPORTS}/{_name}.html", caption=f"../report/{_name}.rst", category=_category,
+                   labels={"result": _title}),
+        params:
+            title=_title,
+        log:
+            f"{LOGS}/report/{_name}_html.log",
+        benchmark:
+            f"{LOGS}/benchmarks/report/{_name}_html.tsv"
+        shell:
+            "loopkv table-html --csv {input.csv:q} --tex {input.tex:q} --title {params.title:q} --html {output:q}"
+            " > {log:q} 2>&1"

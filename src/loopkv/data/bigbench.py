@@ -6,7 +6,34 @@ Of BBH's 23 source tasks, 20 are JSON tasks in the sdist (boolean_expressions, m
 and web_of_lies are programmatic and left out). Every example with `target_scores` becomes a
 log-likelihood multiple-choice row in BIG-bench's own prompt format (task prefix, input and output
 prefixes); as in BBH, a seeded sample of 250 examples per (sub)task. BBH itself scores generated
-answers by exact match on its own reformatted prompts: ours is the source tasks' multiple choice.
+answers by exact match on its own reformatted prompts: `bbh_rows` gives the source tasks' multiple
+choice (benchmark `bbh`), `bbh_gen_rows` BBH's generated exact match (benchmark `bbh_gen`).
+
+bbh_gen: each example as a BBH question, "Q: <question>\nA:", its target the string BBH's exact match
+compares, and its worked example "Q: ... A: <target>" (BBH's answer-only shots; its chain-of-thought
+shots are hand-written and not in the sdist), the same seeded 250 examples a (sub)task as `bbh`.
+Per subtask, from what the sdist holds (BBH's own layout: the instruction inside the question, then
+"Options:" and "(A) ..." lines, or "- Yes" lines for its yes / no tasks; blank lines collapsed):
+- an option letter, "(A)", from `target_scores`: date_understanding, disambiguation_qa, geometric_shapes,
+  hyperbaton, logical_deduction (3 / 5 / 7 objects), movie_recommendation, penguins_in_a_table,
+  reasoning_about_colored_objects, ruin_names, salient_translation_error_detection, snarks,
+  temporal_sequences, tracking_shuffled_objects (3 / 5 / 7 objects). Options in the source's order
+  (BBH's own fixed shape, colour and error-type lists among them; elsewhere the correct one's place
+  varies), except date_understanding and temporal_sequences, whose source lists the correct choice
+  first (364 of 369, 1000 of 1000): shuffled per example, seeded. hyperbaton's and snarks' inputs carry their two options ("a ... b ...",
+  "(a) ... (b) ..."), listed as (A) / (B); a number offered twice, as digits and as a word
+  (reasoning_about_colored_objects' counting questions), is listed once, as the word (BBH's); where
+  several options score highest (geometric_shapes: circle and ellipse, rectangle and trapezoid) the
+  first is the target and any of their letters counts (`accept`);
+- text, from `target_scores` of a two-way task, as BBH words it: causal_judgment (Yes / No),
+  formal_fallacies_syllogisms_negation (valid / invalid), navigate (Yes / No for the source's True /
+  False), sports_understanding (yes / no for plausible / implausible, asked as BBH asks it: 'Is the
+  following sentence plausible? "..."'); dyck_languages (the closing sequence: the source's one
+  correct choice of 84, a free-form target as in BBH);
+- text, from `target`: object_counting (the number in digits, as BBH; the source's word form also
+  counts), word_sorting (the sorted words).
+Dropped: BBH's boolean_expressions, multistep_arithmetic_two and web_of_lies, programmatic BIG-bench
+tasks (a task.py, no task.json, and nothing of the sdist is run). 24 subtasks in all (BBH has 27).
 """
 from __future__ import annotations
 
@@ -72,19 +99,20 @@ def _row(task: dict, example: dict) -> dict | None:
     return {"context": context, "choices": [space + c for c in choices], "label": scores.index(max(scores))}
 
 
-def bbh_rows(sdist: Path | None = None) -> tuple[list[dict], dict]:
-    """(rows, stats): BBH's source tasks' multiple-choice rows, 250 a (sub)task, in task order."""
+def _source_tasks(sdist: Path | None):
+    """(name, task.json) of every BBH source (sub)task in the sdist, in member order; a parent task that
+    only lists its subtasks is skipped. Raises when a source task is missing."""
     sdist = Path(sdist or sdist_path())
     if not sdist.is_file():
         raise LoopKVError(f"BBH needs {sdist} (PyPI bigbench==1.0.0's sdist): run `make setup` "
                           f"or `loopkv fetch-bigbench`")
-    rows, stats = [], {}
     try:
         archive = tarfile.open(sdist)
         members = sorted(archive.getmembers(), key=lambda m: m.name)
     except (tarfile.TarError, EOFError, OSError) as e:
         raise LoopKVError(f"BBH sdist {sdist} is corrupt or truncated ({type(e).__name__}: {e}); "
                           "delete it and run `loopkv fetch-bigbench`") from e
+    seen = set()
     with archive:
         for member in members:
             match = _MEMBER.match(member.name)
@@ -98,12 +126,125 @@ def bbh_rows(sdist: Path | None = None) -> tuple[list[dict], dict]:
             task = check_fields(parse_json(text, where), {}, where)
             if "examples" not in task:       # a parent task that only lists its subtasks
                 continue
-            name = match.group(1) + (f"/{match.group(2)}" if match.group(2) else "")
-            made = [r for r in (_row(task, e) for e in task["examples"]) if r is not None]
-            picked = sorted(random.Random(f"bbh:{name}").sample(range(len(made)), min(PER_TASK, len(made))))
-            rows += [{**made[i], "subtask": name} for i in picked]
-            stats[name] = {"examples": len(task["examples"]), "multiple_choice": len(made), "kept": len(picked)}
-    missing = sorted(set(BBH_SOURCE_TASKS) - {n.split("/")[0] for n in stats})
+            seen.add(match.group(1))
+            yield match.group(1) + (f"/{match.group(2)}" if match.group(2) else ""), task
+    missing = sorted(set(BBH_SOURCE_TASKS) - seen)
     if missing:
         raise LoopKVError(f"{sdist} lacks BBH source tasks {missing}")
+
+
+def _sample(name: str, count: int) -> list[int]:
+    """BBH's seeded 250 of a (sub)task's examples (indices, in file order); bbh and bbh_gen draw the same."""
+    return sorted(random.Random(f"bbh:{name}").sample(range(count), min(PER_TASK, count)))
+
+
+def bbh_rows(sdist: Path | None = None) -> tuple[list[dict], dict]:
+    """(rows, stats): BBH's source tasks' multiple-choice rows, 250 a (sub)task, in task order."""
+    rows, stats = [], {}
+    for name, task in _source_tasks(sdist):
+        made = [r for r in (_row(task, e) for e in task["examples"]) if r is not None]
+        picked = _sample(name, len(made))
+        rows += [{**made[i], "subtask": name} for i in picked]
+        stats[name] = {"examples": len(task["examples"]), "multiple_choice": len(made), "kept": len(picked)}
     return rows, stats
+
+
+# ---------------------------------------------------------------- bbh_gen: BBH's generated exact match
+
+# BBH subtasks the sdist cannot give, and why (reported in bbh_gen's manifest)
+BBH_GEN_DROPPED = {name: "a programmatic BIG-bench task (task.py, no task.json; nothing of the sdist is run)"
+                   for name in ("boolean_expressions", "multistep_arithmetic_two", "web_of_lies")}
+# two-way tasks BBH asks as text: source choice -> BBH's word, in BBH's order of listing
+_WORDS = {"causal_judgment": {"Yes": "Yes", "No": "No"},
+          "formal_fallacies_syllogisms_negation": {"valid": "valid", "invalid": "invalid"},
+          "navigate": {"True": "Yes", "False": "No"},
+          "sports_understanding": {"plausible": "yes", "implausible": "no"}}
+_FREE = ("dyck_languages",)                                  # target_scores, but a free-form target in BBH
+_SHUFFLED = ("date_understanding", "temporal_sequences")     # the source lists the correct choice first
+# tasks whose input carries its two options: (question, first, second) and the choices naming them
+_TWO = {"hyperbaton": (re.compile(r'^(.*?:)\s*a "\s*(.*?)\s*"\s*b "\s*(.*?)\s*"\s*\?$', re.S), ("a", "b")),
+        "snarks": (re.compile(r"^(.*?\?)\s*\(a\)\s*(.*?)\s*\(b\)\s*(.*)$", re.S), ("(a)", "(b)"))}
+_NUMBER_WORDS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+                 "sixteen seventeen eighteen nineteen twenty").split()
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def answer_kind(answer: str) -> str:
+    """'option' for an option letter target "(A)", 'text' for any other."""
+    return "option" if re.fullmatch(r"\([A-Z]\)", answer) else "text"
+
+
+def _layout(text: str) -> str:
+    """BBH's layout: blank lines and the spaces around line breaks collapsed, the ends stripped."""
+    return re.sub(r"[ \t]*\n\s*", "\n", text).strip()
+
+
+def _option(text: str) -> str:
+    text = text.strip()
+    return text[:-1].rstrip() if text.endswith(".") else text     # BBH lists options without their period
+
+
+def _gen_example(name: str, task: dict, example: dict, index: int) -> tuple[str, str, list[str]]:
+    """(question, target, accepted targets) of one source example as BBH asks it."""
+    base = name.split("/")[0]
+    prefix, sep = task.get("task_prefix") or "", task.get("example_input_prefix")
+    text = example["input"]
+    question = _layout(prefix + (sep if sep is not None else (" " if prefix else "")) + text)
+    if "target_scores" not in example:                        # object_counting, word_sorting
+        targets = [example["target"]] if isinstance(example["target"], str) else list(example["target"])
+        answer = next((t for t in targets if t.isdigit()), targets[0])    # BBH's numbers are digits
+        return question, answer, [answer, *(t for t in targets if t != answer)]
+    scores = example["target_scores"]
+    best = max(scores.values())
+    if base in _WORDS:
+        words = _WORDS[base]
+        if set(scores) != set(words):
+            raise LoopKVError(f"BBH {name} example {index}: choices {sorted(scores)}, expected {sorted(words)}")
+        answer = words[max(scores, key=scores.get)]
+        if base == "sports_understanding":
+            sentence = text.strip()
+            return (f'Is the following sentence plausible? "{sentence}{"" if sentence[-1:] in ".!?" else "."}"',
+                    answer, [answer])
+        return question + "\nOptions:\n" + "\n".join(f"- {w}" for w in words.values()), answer, [answer]
+    if base in _FREE:
+        answer = max(scores, key=scores.get)
+        return question, answer, [answer]
+    if base in _TWO:
+        pattern, keys = _TWO[base]
+        found = pattern.match(text)
+        if not found or set(scores) != set(keys):
+            raise LoopKVError(f"BBH {name} example {index}: its input does not hold the two options: {text[:200]!r}")
+        question, first, second = found.groups()
+        options = [(first, scores[keys[0]]), (second, scores[keys[1]])]
+    else:
+        merged = dict(scores)
+        for digits in [c for c in scores if c.isdigit() and int(c) < len(_NUMBER_WORDS)]:
+            if _NUMBER_WORDS[int(digits)] in merged:    # a number given twice: listed once, as its word
+                word = _NUMBER_WORDS[int(digits)]
+                merged[word] = max(merged[word], merged.pop(digits))
+        options = list(merged.items())
+        if base in _SHUFFLED:
+            random.Random(f"bbh_gen:{name}:{index}").shuffle(options)
+    if len(options) > len(LETTERS):
+        raise LoopKVError(f"BBH {name} example {index}: {len(options)} options, more than letters")
+    letters = [f"({LETTERS[i]})" for i, (_, v) in enumerate(options) if v == best]
+    listing = "\n".join(f"({LETTERS[i]}) {_option(c)}" for i, (c, _) in enumerate(options))
+    return _layout(question) + "\nOptions:\n" + listing, letters[0], letters
+
+
+def bbh_gen_rows(sdist: Path | None = None) -> tuple[list[dict], dict]:
+    """(rows, stats): BBH's generated exact-match rows {prompt, answer, accept, shot, subtask}, 250 a
+    (sub)task (the same examples as `bbh_rows`), in task order; stats per subtask and the dropped ones."""
+    rows, stats = [], {}
+    for name, task in _source_tasks(sdist):
+        picked = _sample(name, len(task["examples"]))
+        made = []
+        for i in picked:
+            question, answer, accept = _gen_example(name, task, task["examples"][i], i)
+            prompt = f"Q: {question}\nA:"
+            made.append({"prompt": prompt, "answer": answer, "accept": accept, "shot": f"{prompt} {answer}",
+                         "subtask": name})
+        rows += made
+        kinds = sorted({answer_kind(r["answer"]) for r in made})
+        stats[name] = {"examples": len(task["examples"]), "kept": len(made), "answer": " and ".join(kinds)}
+    return rows, {"subtasks": stats, "dropped": dict(BBH_GEN_DROPPED)}

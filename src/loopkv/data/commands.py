@@ -40,8 +40,11 @@ DATA_PASSKEY_GRID = JobSpec(
     outputs=(Arg("out", "output directory (test.jsonl, manifest.json)"),), size="data")
 
 DATA_BENCH = JobSpec(
-    "data-bench", "a real benchmark from offline package files, normalised to JSONL",
+    "data-bench", "a real benchmark from offline package files (or the user's file), normalised to JSONL",
     wildcards=(Arg("bench", "benchmark name (see loopkv.data.benchmarks.BENCHMARKS)", kind="value", positional=True),),
+    # a local benchmark's file (the path data.local_benchmarks.<bench> names): an input, so its sha256
+    # is in the provenance and an edit of it reruns the job
+    inputs=(Arg("source", "the user's file of a local benchmark (loopkv.data.local_benchmarks)", required=False),),
     outputs=(Arg("out", "output directory (test.jsonl, manifest.json)"),), size="data")
 
 
@@ -118,7 +121,7 @@ def run_bench(job) -> int:
     bench = get_benchmark(job.args.bench)
 
     def build(out: Path) -> dict:
-        rows, sources = bench.read()
+        rows, sources = bench.read(job.args.source)
         write_jsonl(out / "test.jsonl", rows)
         # the source files (package, version, sha256) are this result's inputs: a reviewer re-hashes them
         return {"benchmark": bench.name, "kind": bench.kind, "examples": len(rows), "sources": sources}

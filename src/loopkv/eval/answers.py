@@ -1,6 +1,7 @@
 """Final-answer extraction and checking for generated solutions: GSM8K (a number, by lm-eval's two
-extractions) and MATH (a LaTeX expression, judged by math-verify and, beside it, by our own checker:
-string normalisation first, then symbolic equality of simple forms with sympy).
+extractions), BBH (its answer line, by exact match) and MATH (a LaTeX expression, judged by math-verify
+and, beside it, by our own checker: string normalisation first, then symbolic equality of simple forms
+with sympy).
 `None` from an extractor means the output has no answer at all (counted as the no-answer rate).
 The formats themselves (a number's spelling, MATH's last \\boxed) are read by data/answer_formats.py,
 the same parser that reads the gold answers."""
@@ -51,6 +52,34 @@ def gsm8k_correct(text: str, gold: str, flexible: bool = False) -> bool:
 def gsm8k_no_answer(text: str) -> bool:
     """The output has no number at all."""
     return _NUMBER.search(text) is None
+
+
+# ---------------------------------------------------------------- BBH
+# BBH's convention (its chain-of-thought answers end "So the answer is (A)."; its direct answers are the
+# first line): the text after the last "So the answer is" on its line, else the output's first line;
+# stripped, one trailing period removed. An option target "(A)" is also matched by "A".
+_SO_THE_ANSWER = re.compile(r"so the answer is:?", re.IGNORECASE)
+_OPTION_TARGET = re.compile(r"\(([A-Z])\)")
+_OPTION_ANSWER = re.compile(r"\(?([A-Z])\)?")
+
+
+def extract_bbh(text: str) -> str | None:
+    """The answer BBH reads from an output; None when there is none (an empty output)."""
+    said = _SO_THE_ANSWER.split(text)
+    answer = (said[-1].split("\n", 1)[0] if len(said) > 1 else text.strip().split("\n", 1)[0]).strip()
+    if answer.endswith("."):
+        answer = answer[:-1].rstrip()
+    return answer or None
+
+
+def bbh_correct(text: str, accept: list[str]) -> bool:
+    """Exact match of the extracted answer against any accepted target ("(A)" also as "A")."""
+    found = extract_bbh(text)
+    if found is None:
+        return False
+    letter = _OPTION_ANSWER.fullmatch(found)
+    return any(found == target or (letter is not None and _OPTION_TARGET.fullmatch(target) is not None
+                                   and letter.group(1) == target[1]) for target in accept)
 
 
 # ---------------------------------------------------------------- MATH

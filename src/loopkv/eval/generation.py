@@ -1,12 +1,17 @@
-"""Greedy, batched, left-padded generation through a given KV method (streaming decode: prefill,
-then one token at a time through the method's cache, as served)."""
+"""Batched, left-padded generation through a given KV method (streaming decode: prefill, then one
+token at a time through the method's cache, as served): greedy, or nucleus sampling with temperature
+(`Sampling`) drawn from one seeded generator per prompt, so a prompt's sample is the same whatever
+batch it shares, its batch size or the shard it runs in."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
+from transformers import LogitsProcessor, LogitsProcessorList
 
 from loopkv.cache import LoopCache, make_cache
+from loopkv.errors import LoopKVError
 from loopkv.utils.device import model_device
 
 CacheFactory = Callable[[], LoopCache]
@@ -53,16 +58,80 @@ def turn_end_id(tokenizer) -> int | None:
     return ids[0] if ids and ids[0] in tokenizer.all_special_ids + list(tokenizer.added_tokens_decoder) else None
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """Nucleus (top-p) sampling with temperature, as MELT evaluates (temperature 1.0, top-p 0.7): the
+    logits divided by `temperature`, then only the most probable tokens whose probabilities sum to at
+    least `top_p` kept (the smallest such set; the most probable token always), renormalised, one token
+    drawn. The order and the rule are transformers' TemperatureLogitsWarper then TopPLogitsWarper."""
+    temperature: float = 1.0
+    top_p: float = 1.0
+
+    def __post_init__(self):
+        if not (self.temperature > 0 and 0 < self.top_p <= 1):
+            raise LoopKVError(f"sampling needs temperature > 0 and 0 < top_p <= 1, got {self}")
+
+
+def top_p_mask(logits: torch.Tensor, top_p: float) -> torch.Tensor:
+    """(..., V) bool: the tokens nucleus sampling keeps, i.e. those whose more probable tokens hold
+    less than `top_p` of the probability (so the kept set is the smallest reaching top_p)."""
+    if top_p >= 1.0:
+        return torch.ones_like(logits, dtype=torch.bool)
+    probs, order = torch.sort(logits.float().softmax(-1), dim=-1, descending=True, stable=True)
+    before = probs.cumsum(-1) - probs                  # the mass of the tokens ranked above each
+    keep_sorted = before < top_p
+    keep_sorted[..., 0] = True
+    return torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+
+
+def sampling_probs(logits: torch.Tensor, sampling: Sampling) -> torch.Tensor:
+    """(..., V) the distribution a token is drawn from: temperature, then the top-p set, renormalised."""
+    scaled = logits.float() / sampling.temperature
+    return scaled.masked_fill(~top_p_mask(scaled, sampling.top_p), float("-inf")).softmax(-1)
+
+
+def draw(probs: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
+    """(B,) tokens by inverse transform: the first token whose cumulative probability exceeds
+    uniform * total (uniform in [0, 1), one per row); a token of probability 0 is never drawn."""
+    cdf = probs.double().cumsum(-1)
+    target = (uniform.to(cdf) * cdf[:, -1]).unsqueeze(-1)
+    tokens = torch.searchsorted(cdf, target, right=True).squeeze(-1).clamp(max=probs.shape[-1] - 1)
+    drawn = probs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) > 0
+    return torch.where(drawn, tokens, probs.argmax(-1))    # round-off at the very top of the cdf
+
+
+class _SeededSampler(LogitsProcessor):
+    """Replaces each step's scores by a one-hot of the token drawn for each row (so generate's greedy
+    argmax takes it): one uniform per row per step from that row's own CPU generator, whatever the
+    device, batch or other rows."""
+
+    def __init__(self, sampling: Sampling, seeds: list[int]):
+        self.sampling = sampling
+        self.generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.Tensor) -> torch.Tensor:
+        uniform = torch.cat([torch.rand(1, generator=g, dtype=torch.float64) for g in self.generators])
+        tokens = draw(sampling_probs(scores, self.sampling), uniform.to(scores.device))
+        return torch.full_like(scores, float("-inf")).scatter(-1, tokens.unsqueeze(-1), 0.0)
+
+
 @torch.no_grad()
-def greedy_generate(model, prompts: list[list[int]], max_new_tokens: int, batch_size: int,
-                    cache_factory: CacheFactory | None = None, eos_id: int | list[int] | None = None,
-                    temperature: float = 0.0, stop_strings: list[str] | None = None,
-                    tokenizer=None) -> list[list[int]]:
+def generate(model, prompts: list[list[int]], max_new_tokens: int, batch_size: int,
+             cache_factory: CacheFactory | None = None, eos_id: int | list[int] | None = None,
+             temperature: float = 0.0, stop_strings: list[str] | None = None,
+             tokenizer=None, sampling: Sampling | None = None, seeds: list[int] | None = None) -> list[list[int]]:
     """New token ids per prompt (eos and anything after it removed). Prompts are sorted by length
-    into batches to keep padding small; results come back in input order. temperature > 0 samples
-    instead (from torch's global generator: seed it first for a reproducible draw). A row ends at any
-    of `eos_id` (default: end_of_generation_ids). `stop_strings` (with `tokenizer`) end a row once
-    its text holds one: the tokens up to there are unchanged, the caller cuts the text at the stop string."""
+    into batches to keep padding small; results come back in input order. Decoding is greedy, or with
+    `sampling` nucleus sampling where prompt i draws from a generator seeded with seeds[i] (the same
+    tokens at any batch size and in any company). temperature > 0 without `sampling` samples the full
+    distribution from torch's global generator instead (seed it first; its draws depend on the batch).
+    A row ends at any of `eos_id` (default: end_of_generation_ids). `stop_strings` (with `tokenizer`)
+    end a row once its text holds one: the tokens up to there are unchanged, the caller cuts the text
+    at the stop string."""
+    if sampling is not None and (seeds is None or len(seeds) != len(prompts)):
+        raise LoopKVError("seeded sampling needs one seed per prompt")
+    if sampling is not None and temperature > 0:
+        raise LoopKVError("give either `sampling` (seeded nucleus sampling) or `temperature`, not both")
     model.eval()
     if cache_factory is None:
         cache_factory = lambda: make_cache(model.config.kv_method, model.config)  # noqa: E731
@@ -72,17 +141,31 @@ def greedy_generate(model, prompts: list[list[int]], max_new_tokens: int, batch_
     for start in range(0, len(order), batch_size):
         chunk = order[start:start + batch_size]
         ids, mask = left_pad([prompts[i] for i in chunk], model.config.pad_token_id, model_device(model))
+        if sampling is not None:    # greedy over the drawn token's one-hot: the same loop as greedy
+            decode = {"do_sample": False,
+                      "logits_processor": LogitsProcessorList([_SeededSampler(sampling, [seeds[i] for i in chunk])])}
+        elif temperature > 0:
+            decode = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
+        else:
+            decode = {"do_sample": False}
         out = model.generate(
             input_ids=ids, attention_mask=mask, cache=cache_factory(), max_new_tokens=max_new_tokens,
-            eos_token_id=ends if len(ends) > 1 else ends[0], pad_token_id=model.config.pad_token_id,
-            **({"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if temperature > 0
-               else {"do_sample": False}),
+            eos_token_id=ends if len(ends) > 1 else ends[0], pad_token_id=model.config.pad_token_id, **decode,
             **({"stop_strings": list(stop_strings), "tokenizer": tokenizer} if stop_strings else {}),
         )
         for row, i in zip(out[:, ids.shape[1]:].tolist(), chunk):
             end = next((j for j, t in enumerate(row) if t in ends), len(row))
             results[i] = row[:end]
     return results
+
+
+def greedy_generate(model, prompts: list[list[int]], max_new_tokens: int, batch_size: int,
+                    cache_factory: CacheFactory | None = None, eos_id: int | list[int] | None = None,
+                    temperature: float = 0.0, stop_strings: list[str] | None = None,
+                    tokenizer=None) -> list[list[int]]:
+    """`generate` without seeded sampling: greedy (temperature > 0: torch's global generator)."""
+    return generate(model, prompts, max_new_tokens, batch_size, cache_factory, eos_id, temperature,
+                    stop_strings, tokenizer)
 
 
 @torch.no_grad()

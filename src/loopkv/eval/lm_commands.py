@@ -17,7 +17,8 @@ LM_EVAL_SHARD = JobSpec(
     # the one task's settings (views.lm_eval_task): its shard count is in the output's name
     reads=("seed", "lm_eval.batch_size", View("lm_eval.tasks", "loopkv.jobs.views:lm_eval_task", depends=("lm_eval.tasks",)),
            "model.dtype", MethodKeys(served=True)),
-    wildcards=(Arg("task", "a loopkv task name, e.g. loopkv_gsm8k", kind="value"),
+    wildcards=(Arg("task", "a loopkv task: loopkv_ and its id, e.g. loopkv_gsm8k, loopkv_math500-sampled "
+                           "(an lm_eval.tasks entry's name, and its variant after a hyphen)", kind="value"),
                Arg("method", "a registered KV method", kind="value"), Arg("budget", "its budget label", kind="value"),
                Arg("shard", "this shard's index", kind="int"), Arg("shards", "the task's shard count", kind="int")),
     inputs=(Arg("teacher", "teacher model directory"), Arg("data", "the task's data directory (test.jsonl)"),
@@ -94,22 +95,29 @@ def _lm_eval_shard(job) -> None:
 
     from loopkv.eval.lm_model import LoopKVLM
     from loopkv.eval.lm_runner import run_task, select_docs, shard_docs
-    from loopkv.eval.lm_tasks import get_lm_task, task_config
+    from loopkv.eval.lm_tasks import PREFIX, get_lm_task, split_task_id, task_config, task_name
     from loopkv.eval.method_model import load_method_model
     from loopkv.utils.atomic import read_jsonl
     from loopkv.utils.seeding import derive_seed
 
     args, prov = job.args, job.prov
-    task = get_lm_task(args.task)
-    settings = job.cfg["lm_eval"]["tasks"][task.data]
+    tid = args.task.removeprefix(PREFIX)          # the entry's id: its name, or name-variant
+    data, variant = split_task_id(tid)
+    task = get_lm_task(task_name(data))
+    settings = job.cfg["lm_eval"]["tasks"][tid]
+    sampling = settings.get("sampling")
+    if sampling is not None:
+        # every method and shard draws the same random numbers for a document (the seed is the entry's)
+        seed = sampling.get("seed")
+        sampling = {**sampling, "seed": derive_seed(job.seed, "lm-eval-sampling", data) if seed is None else seed}
     served = load_method_model(args.teacher, args.method, args.budget, job.cfg["methods"],
                                job.cfg["model"]["dtype"], codec_path=args.codec, student_dir=args.student,
                                device=job.device)
     lm = LoopKVLM(served=served, batch_size=job.cfg["lm_eval"]["batch_size"])
     shots_dir = tempfile.TemporaryDirectory(prefix="loopkv-shots-")   # the few-shot data file, if any
-    cfg = task_config(args.task, args.data, settings.get("max_gen_toks"), served.tokenizer,
+    cfg = task_config(task_name(data), args.data, settings.get("max_gen_toks"), served.tokenizer,
                       shots=settings.get("shots") or 0, shot_seed=derive_seed(job.seed, "lm-eval-shots", task.data),
-                      work_dir=shots_dir.name)
+                      work_dir=shots_dir.name, sampling=sampling)
     total = len(read_jsonl(Path(args.data, "test.jsonl"), "task data"))
     selection = select_docs(total, settings.get("max_docs"), derive_seed(job.seed, "lm-eval", task.data))
     docs = shard_docs(selection, args.shard, args.shards)
@@ -124,7 +132,7 @@ def _lm_eval_shard(job) -> None:
         cache_db = str(folder / f"{args.task}-{args.shard}of{args.shards}")
     with shots_dir:
         result = run_task(lm, cfg, docs, cache_db=cache_db, seed=derive_seed(job.seed, "lm-eval-run", task.data))
-    result.update({"shots": settings.get("shots") or 0, "shard": args.shard, "shards": args.shards, "selection": selection, "total_docs": total,
+    result.update({"task_id": tid, "variant": variant, "shots": settings.get("shots") or 0, "shard": args.shard, "shards": args.shards, "selection": selection, "total_docs": total,
                    "method": args.method, "budget": args.budget, "setting": served.setting,
                    "headline": task.metric, "provenance": prov.block()})
     write_json(args.out, result)
@@ -147,10 +155,12 @@ def _lm_eval_merge(job) -> None:
     merged = merge_shards(shards)
     for s in shards:
         s.setdefault("shots", 0)   # a shard written before few-shot prompts existed was zero-shot
-    for key in ("method", "budget", "setting", "headline", "total_docs", "shots"):
+        s.setdefault("variant", None)   # ... and before variants, the benchmark's one way of running
+    for key in ("method", "budget", "setting", "headline", "total_docs", "shots", "variant"):
         values = {json.dumps(s[key], sort_keys=True) for s in shards}
         if len(values) != 1:
             raise LoopKVError(f"shards disagree on {key}: {sorted(values)}")
         merged[key] = shards[0][key]
+    merged["task_id"] = shards[0].get("task_id", merged["task"].removeprefix("loopkv_"))
     merged["provenance"] = {"merged_from": {p: s["provenance"] for p, s in zip(args.shards, shards)}}
     write_json(args.out, merged)

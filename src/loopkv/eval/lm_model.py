@@ -5,7 +5,12 @@ task scored here and the same task scored directly give the same numbers:
 - loglikelihood: the context prefilled into the method's cache, the continuation streamed through it
   token by token (as method-eval scores every Table 1 cell, the teacher's own cache included);
 - loglikelihood_rolling: disjoint windows of the model's trained length, each scored the same way;
-- generate_until: greedy, batched, streamed through the method's cache, cut at eos and `until`.
+- generate_until: greedy, batched, streamed through the method's cache, cut at eos and `until`; with
+  do_sample (temperature, top_p, seed in the request's generation kwargs) seeded nucleus sampling
+  instead, through the same cache and loop (generation.generate). lm-eval asks a task's `repeats`
+  samples of a document as that many copies of its request: copy k draws from a generator seeded by
+  (seed, the document and its prompt, k), so a document's samples do not depend on the shard, the
+  batch or the other requests, and every method draws the same random numbers for it.
 Contexts are framed as the tokenizer frames a text (data/encoding.py encode_prompt: our tiny
 teacher's leading <bos>, nothing for Ouro's); continuations without special tokens.
 
@@ -13,6 +18,8 @@ Command line: `loopkv lm-eval --model loopkv --model_args teacher=DIR,method=lla
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import warnings
 
 import torch
@@ -21,7 +28,7 @@ from lm_eval.api.registry import register_model
 
 from loopkv.data.encoding import encode_prompt
 from loopkv.errors import LoopKVError
-from loopkv.eval.generation import continuation_scores, greedy_generate
+from loopkv.eval.generation import Sampling, continuation_scores, generate
 from loopkv.eval.method_model import MethodModel, load_method_model
 
 
@@ -104,23 +111,63 @@ class LoopKVLM(LM):
     def generate_until(self, requests) -> list[str]:
         # requests sharing generation settings are generated together (batched, sorted by length)
         groups: dict[tuple, list[int]] = {}
+        seeds: list[int | None] = [None] * len(requests)
+        copies: dict[tuple, int] = {}
         for i, request in enumerate(requests):
             kwargs = dict(request.args[1])
-            if kwargs.pop("do_sample", False) or kwargs.get("temperature", 0.0) not in (0, 0.0, None):
-                raise LoopKVError("model loopkv decodes greedily (do_sample false, temperature 0)")
+            sampling, seed = _decoding(kwargs)
             until = kwargs.get("until") or []
             until = [until] if isinstance(until, str) else list(until)
-            groups.setdefault((int(kwargs.get("max_gen_toks", 256)), tuple(until)), []).append(i)
+            if sampling is not None:
+                # the k-th copy of a request (lm-eval repeats one request `repeats` times) is sample k
+                key = (request.task_name, request.doc_id, request.idx, request.args[0],
+                       json.dumps(request.args[1], sort_keys=True, default=str))
+                k = copies[key] = copies.get(key, -1) + 1
+                seeds[i] = sample_seed(seed, request, k)
+            groups.setdefault((int(kwargs.get("max_gen_toks", 256)), tuple(until), sampling), []).append(i)
         outputs: list[str] = [""] * len(requests)
-        for (budget, until), members in groups.items():
+        for (budget, until, sampling), members in groups.items():
             prompts = [self._context(requests[i].args[0]) for i in members]
             # rows stop at a stop string (the text up to it is what a full-length run gives)
-            generated = greedy_generate(self.served.model, prompts, budget, self.batch_size,
-                                        self.served.cache_factory, stop_strings=[u for u in until if u],
-                                        tokenizer=self.tokenizer)
+            generated = generate(self.served.model, prompts, budget, self.batch_size, self.served.cache_factory,
+                                 stop_strings=[u for u in until if u], tokenizer=self.tokenizer, sampling=sampling,
+                                 seeds=None if sampling is None else [seeds[i] for i in members])
             for i, ids in zip(members, generated):
                 outputs[i] = _cut(self.tokenizer.decode(ids), until)
         return outputs
+
+
+# generation settings the model does not implement, with the values that mean "off"
+_UNSUPPORTED = {"top_k": (None, 0), "min_p": (None, 0), "typical_p": (None, 1), "num_beams": (None, 1),
+                "repetition_penalty": (None, 1)}
+
+
+def _decoding(kwargs: dict) -> tuple[Sampling | None, int]:
+    """(None, 0) for greedy, (Sampling, seed) for do_sample; settings the model does not implement
+    are refused rather than ignored."""
+    do_sample = bool(kwargs.get("do_sample", False))
+    temperature = kwargs.get("temperature")
+    unsupported = {k: kwargs[k] for k, off in _UNSUPPORTED.items() if kwargs.get(k) not in off}
+    if unsupported:
+        raise LoopKVError(f"model loopkv: generation settings {unsupported} are not supported "
+                          f"(greedy, or do_sample with temperature and top_p)")
+    if not do_sample:
+        if temperature not in (None, 0, 0.0) or kwargs.get("top_p") not in (None, 1, 1.0):
+            raise LoopKVError("model loopkv: temperature / top_p need do_sample true (without it decoding is greedy)")
+        return None, 0
+    temperature = 1.0 if temperature is None else float(temperature)
+    if temperature <= 0:
+        raise LoopKVError("model loopkv: do_sample needs temperature > 0 (temperature 0 is greedy: do_sample false)")
+    return Sampling(temperature, float(kwargs.get("top_p") or 1.0)), int(kwargs.get("seed") or 0)
+
+
+def sample_seed(seed: int, request, k: int) -> int:
+    """The generator seed of sample k of a request: from the seed, the document, the prompt and k
+    (never its position in a shard or a batch)."""
+    from loopkv.utils.seeding import derive_seed
+
+    content = json.dumps([request.doc, request.args[0], request.idx], sort_keys=True, default=str)
+    return derive_seed(seed, "loopkv-sample", hashlib.sha256(content.encode()).hexdigest(), str(k))
 
 
 def _cut(text: str, until: tuple[str, ...]) -> str:

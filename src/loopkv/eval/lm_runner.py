@@ -5,9 +5,15 @@ A shard result keeps every document's metric values (lm-eval's logged samples), 
 mean over the union of documents, in document order: the same numbers lm-eval's own aggregation
 gives on the whole selection (tested). lm-eval's request cache (sqlite of model responses) is kept
 per model by the caller; its timestamped outputs are never written: results go to fixed paths.
+
+A sampled task (lm_tasks.task_config with sampling) scores each of a document's n samples on its own
+(one lm-eval filter per sample): a document's row keeps every sample's output and metric values
+(`outputs`, `per_sample`) and its metric value is their mean, so a result's metric is pass@1 (the
+mean over documents of each document's share of correct samples) and intervals can resample documents.
 """
 from __future__ import annotations
 
+import json
 import os
 import random
 import tempfile
@@ -59,22 +65,60 @@ def run_task(lm, task_cfg: dict, doc_ids: list[int], cache_db: str | None = None
                 os.environ.pop("HF_DATASETS_CACHE", None)
             else:
                 os.environ["HF_DATASETS_CACHE"] = previous
-    samples = []
-    for s in sorted(out["samples"][name], key=lambda s: s["doc_id"]):
-        row = {"doc_id": int(s["doc_id"]), "id": s["doc"].get("id"), **{m: float(s[m]) for m in metric_names}}
-        if task_cfg["output_type"] == "generate_until":
-            row["output"] = s["filtered_resps"][0]
-        samples.append(row)
+    from loopkv.eval.lm_tasks import decoding, sample_filter
+
+    how = decoding(task_cfg)
+    if how["strategy"] == "sampling":
+        samples, metrics = _sampled_rows(out, name, metric_names, how["samples"])
+    else:
+        samples = []
+        for s in sorted(out["samples"][name], key=lambda s: s["doc_id"]):
+            row = {"doc_id": int(s["doc_id"]), "id": s["doc"].get("id"), **{m: float(s[m]) for m in metric_names}}
+            if task_cfg["output_type"] == "generate_until":
+                row["output"] = s["filtered_resps"][0]
+            samples.append(row)
+        reported = out["results"][name]
+        metrics = {m: float(reported[f"{m},none"]) for m in metric_names}
     if [s["doc_id"] for s in samples] != sorted(doc_ids):
         raise LoopKVError(f"{name}: lm-eval returned documents {[s['doc_id'] for s in samples][:8]}..., "
                           f"expected {sorted(doc_ids)[:8]}...")
-    reported = out["results"][name]
-    return {"task": name, "doc_ids": sorted(doc_ids), "samples": samples,
-            "metrics": {m: float(reported[f"{m},none"]) for m in metric_names}, "n": len(samples)}
+    if how["strategy"] == "sampling":
+        # lm-eval's own mean per sample (filter), averaged: the same number up to round-off
+        reported = out["results"][name]
+        for m in metric_names:
+            theirs = sum(reported[f"{m},{sample_filter(k)}"] for k in range(how["samples"])) / how["samples"]
+            if abs(theirs - metrics[m]) > 1e-9:
+                raise LoopKVError(f"{name}: {m} is {metrics[m]} over documents, lm-eval's samples average {theirs}")
+    return {"task": name, "doc_ids": sorted(doc_ids), "samples": samples, "metrics": metrics, "n": len(samples),
+            "decoding": how, "samples_per_doc": how.get("samples", 1)}
+
+
+def _sampled_rows(out: dict, name: str, metric_names: list[str], n: int) -> tuple[list[dict], dict]:
+    """Per-document rows of a sampled task from lm-eval's logged samples (one per document and sample
+    filter): each metric's per-sample values, their mean, and the outputs; the metrics' means."""
+    from loopkv.eval.lm_tasks import sample_filter
+
+    by_doc: dict[int, dict[str, dict]] = {}
+    for s in out["samples"][name]:
+        by_doc.setdefault(int(s["doc_id"]), {})[s["filter"]] = s
+    samples = []
+    for doc_id in sorted(by_doc):
+        logged = by_doc[doc_id]
+        filters = [sample_filter(k) for k in range(n)]
+        if sorted(logged) != sorted(filters):
+            raise LoopKVError(f"{name}: document {doc_id} has samples {sorted(logged)}, expected {filters}")
+        per_sample = {m: [float(logged[f][m]) for f in filters] for m in metric_names}
+        first = logged[filters[0]]
+        samples.append({"doc_id": doc_id, "id": first["doc"].get("id"),
+                        **{m: sum(v) / n for m, v in per_sample.items()},
+                        "per_sample": per_sample, "outputs": [logged[f]["filtered_resps"][0] for f in filters]})
+    metrics = {m: sum(r[m] for r in samples) / len(samples) for m in metric_names} if samples else {}
+    return samples, metrics
 
 
 def merge_shards(shards: list[dict]) -> dict:
-    """The result of the whole selection from its shards (each document exactly once)."""
+    """The result of the whole selection from its shards (each document exactly once). Shards must
+    agree on the decoding (greedy, or the same sampling settings and samples per document)."""
     if not shards:
         raise LoopKVError("nothing to merge")
     tasks = {s["task"] for s in shards}
@@ -85,11 +129,23 @@ def merge_shards(shards: list[dict]) -> dict:
     if counts != {len(shards)} or sorted(s["shard"] for s in shards) != list(range(len(shards))):
         raise LoopKVError(f"expected shards 0..{len(shards) - 1} of one split, got "
                           f"{sorted((s['shard'], s['shards']) for s in shards)}")
+    # a shard written before sampled decoding existed decoded greedily (or scored log-likelihoods)
+    decodings = {json.dumps(s.get("decoding"), sort_keys=True) for s in shards}
+    if len(decodings) != 1:
+        raise LoopKVError(f"{tasks.pop()}: shards disagree on the decoding: {sorted(decodings)}")
+    decoding = shards[0].get("decoding")
     samples = sorted((row for s in shards for row in s["samples"]), key=lambda r: r["doc_id"])
     got = [r["doc_id"] for r in samples]
     if got != expected:
         raise LoopKVError(f"{tasks.pop()}: the shards cover {len(got)} documents, the selection has "
                           f"{len(expected)} (missing or duplicated documents)")
+    per_doc = (decoding or {}).get("samples", 1)
+    wrong = [r["doc_id"] for r in samples if len(r.get("outputs", [None])) != per_doc]
+    if wrong:
+        raise LoopKVError(f"{tasks.pop()}: documents {wrong[:8]} do not hold {per_doc} samples each")
     # the formula of lm-eval's `mean` aggregation, over documents in order: bit-equal to an unsharded run
     metrics = {m: sum(r[m] for r in samples) / len(samples) for m in shards[0]["metrics"]}
-    return {"task": shards[0]["task"], "doc_ids": got, "samples": samples, "metrics": metrics, "n": len(samples)}
+    merged = {"task": shards[0]["task"], "doc_ids": got, "samples": samples, "metrics": metrics, "n": len(samples)}
+    if decoding is not None:
+        merged.update(decoding=decoding, samples_per_doc=per_doc)
+    return merged

@@ -5,6 +5,12 @@ a time through its own cache, and at each checkpoint length records the bytes it
 (allocated tensors, in the compute dtype), the same count at the configured cache dtype from the
 method's formula, and the memory of the device it decodes on: on the CPU the process's resident and
 peak resident memory (VmRSS / VmHWM), on a GPU the CUDA allocator's allocated and peak bytes.
+
+A method with read paths decodes through its capacity path (`capacity_read_path`: LLA's and
+LLA-2D's `fused` read, latents stored and attended in place, no K/V of the context materialised),
+recorded as the curve's `read_path`: the peak is then what serving the smaller cache takes. Their
+`latent` path stores the same latents but decodes the whole history's K/V of a (loop, layer) at every
+read, a transient that puts its peak near the teacher's (measured: benchmarks/memory_read_path.py).
 """
 from __future__ import annotations
 
@@ -60,9 +66,23 @@ def decode_memory_curve(model, cache, prompt: torch.Tensor, lengths: list[int], 
     return points
 
 
+def capacity_read_path(method: str) -> str | None:
+    """The read path the memory probe decodes `method` through: `fused` where its cache class has it
+    (latents read in place: the capacity story), else its default (first) read path; None for a method
+    without read paths (it reads what it stores)."""
+    from loopkv.cache.registry import method_class
+
+    paths = method_class(method).read_paths
+    return ("fused" if "fused" in paths else paths[0]) if paths else None
+
+
 def _probe(job: dict) -> dict:
-    """One method's curve, in the child process that `measure` starts."""
+    """One method's curve, in the child process that `measure` starts. `job["read_path"]`, when given,
+    overrides the method's capacity read path (benchmarks comparing the paths)."""
+    from loopkv.cache.registry import method_class
     from loopkv.cache.settings import cache_factory, configured_setting, load_codec, read_codec_file
+    from loopkv.errors import LoopKVError
+    from loopkv.kernels import cpu_kernels
     from loopkv.models.loading import load_teacher
     from loopkv.models.melt_model import load_melt
     from loopkv.utils.device import resolve_device
@@ -79,14 +99,19 @@ def _probe(job: dict) -> dict:
         saved = read_codec_file(job["codec"], setting)
         codec = load_codec(setting, model.config, saved["codec_state"], f"codec {job['codec']}")
         codec = codec.to(device=device, dtype=model.dtype)
-    cache = cache_factory(setting, model.config, codec, read_path="latent")()   # the capacity path
+    read_path = job.get("read_path") or capacity_read_path(job["method"])
+    if read_path is not None and read_path not in method_class(job["method"]).read_paths:
+        raise LoopKVError(f"{job['method']} has no read path {read_path!r}")
+    cache = cache_factory(setting, model.config, codec, read_path=read_path)()
+    if device.type == "cpu":   # the CPU kernels (LLA's fused read, its encode) load with the model: not decode growth
+        cpu_kernels.extension()
     if device.type == "cuda":   # the peak from here on: the decode's, over the loaded weights
         torch.cuda.reset_peak_memory_stats(device)
     loaded = device_memory(device)
     prompt = torch.full((job["batch"], job["prompt_len"]), job["prompt_token"], dtype=torch.long)
     cache_dtype = getattr(torch, job["methods_cfg"]["cache_dtype"])
     points = decode_memory_curve(model, cache, prompt, job["lengths"], cache_dtype)
-    return {"method": job["method"], "budget": job["budget"], "setting": setting,
+    return {"method": job["method"], "budget": job["budget"], "setting": setting, "read_path": read_path,
             "bytes_per_token": cache.bytes_per_token(cache_dtype), "memory_measure": memory_measure(device),
             "process_at_start": before, "process_after_load": loaded, "points": points}
 

@@ -22,16 +22,23 @@ def method_eval(config: Mapping, method: str, **_) -> dict:
 
 
 def lm_eval_task(config: Mapping, task: str, **_) -> dict:
-    """One lm-eval task's settings, {task: settings}: its shard count is in the output's name and a
-    None setting means the task's own default, so neither enters the slice."""
+    """One lm-eval task's settings, {task id: settings}: its shard count, name and variant are in the
+    output's name and a None setting means the task's own default (greedy decoding included), so none
+    of them enters the slice. `task` is the entry's id (lm_tasks.task_id: name, or name-variant)."""
+    from loopkv.eval.lm_tasks import task_id
+
     if task == "passkey_grid":
         return {task: {}}
-    entries = [t for t in config["lm_eval"]["tasks"] if t["name"] == task]
+    entries = [t for t in config["lm_eval"]["tasks"] if task_id(t["name"], t.get("variant")) == task]
     if not entries:
         raise LoopKVError(f"lm_eval.tasks has no task {task!r}")
-    # shots 0 is zero-shot, as null is: a config that never sets it keeps the slice it had
-    return {task: {k: v for k, v in entries[0].items()
-                   if k not in ("shards", "name") and v is not None and not (k == "shots" and v == 0)}}
+    # shots 0 is zero-shot, as null is: a config that never sets it keeps the slice it had; a sampling
+    # seed left out or null is the derived one
+    settings = {k: v for k, v in entries[0].items()
+                if k not in ("shards", "name", "variant") and v is not None and not (k == "shots" and v == 0)}
+    if "sampling" in settings:
+        settings["sampling"] = {k: v for k, v in settings["sampling"].items() if v is not None}
+    return {task: settings}
 
 
 def melt_table(config: Mapping, which: int | str, **_) -> list:

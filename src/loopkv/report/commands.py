@@ -21,10 +21,12 @@ def _table_files(*names: str) -> tuple[Arg, ...]:
 
 TABLE1 = JobSpec(
     "table1", "LLA Table 1 (PDF, CSV, TeX) from method-eval results and distill curves",
-    reads=(_TRAIN_LENGTHS,),
+    reads=(_TRAIN_LENGTHS, "methods.table1_benchmarks", "report.paper_model"),
     inputs=(Arg("cells", "method-eval metrics JSONs, in table order (the teacher's first)", kind="paths"),
             Arg("samples", "method-eval per-item samples JSONs, in the cells' order", kind="paths"),
-            Arg("curves", "distill curve JSONs of the codec methods", kind="paths", required=False)),
+            Arg("curves", "distill curve JSONs of the codec methods", kind="paths", required=False),
+            Arg("benchmarks", "lm-eval-merge JSONs of methods.table1_benchmarks' tasks for every cell (any order)",
+                kind="paths", required=False)),
     outputs=_table_files("pdf", "csv", "tex"))
 
 TABLE7 = JobSpec(
@@ -50,7 +52,7 @@ TABLE13 = JobSpec(
 
 FIG8 = JobSpec(
     "fig8", "LLA Figure 8 (passkey heatmaps) and Table 12 from merged passkey-grid results",
-    reads=("passkey_grid.reliable", _DPI),
+    reads=("passkey_grid.reliable", _DPI, "report.paper_model"),
     inputs=(Arg("data", "the grid's test.jsonl"),
             Arg("results", "lm-eval-merge JSONs of loopkv_passkey_grid, in order", kind="paths")),
     outputs=(*_table_files("pdf", "png"), Arg("json", "every cell, n and the reliable lengths"),
@@ -131,28 +133,32 @@ def _table4_fig7(job) -> None:
 
 def _fig8(job) -> None:
     from loopkv.report import fig_passkey, tables
-    from loopkv.report.paper_values import TABLE12, TABLE12_SOURCE
+    from loopkv.report.paper_values import TABLE12_BY_MODEL
     from loopkv.utils.atomic import read_jsonl, write_json
 
     args, reliable, dpi = job.args, job.cfg["passkey_grid"]["reliable"], job.cfg["report"]["dpi"]
+    paper_model = job.cfg["report"]["paper_model"]
+    paper_grid, paper_source = TABLE12_BY_MODEL[paper_model]
     data = read_jsonl(args.data)
     results = [read_json(p, "lm-eval result", {}) for p in args.results]
     cells = [fig_passkey.grid(data, r) for r in results]
     with atomic_path(args.pdf) as pdf, atomic_path(args.png) as png:
-        fig_passkey.plot(results, cells, reliable, pdf, png, dpi)
-    rows, spec = fig_passkey.table_rows(results, cells, reliable)
+        fig_passkey.plot(results, cells, reliable, pdf, png, dpi, paper_model)
+    rows, spec = fig_passkey.table_rows(results, cells, reliable, paper_model)
     note = (f"Exact recall of a {len(data[0]['answer'])}-digit key, pooled over depths "
             f"{cells[0]['depths']} as the paper pools its cells; {rows[0]['n_per_cell']} trials per (method, length) "
             f"cell ({rows[0]['n_per_depth_cell']} per depth); reliable length = longest length up to which every "
             f"pooled cell recalls >= {reliable:g} (the paper's boundary); 'at every depth': every (depth, length) "
             f"cell (stricter). Lengths in tokens of the project tokenizer (the teacher trained on <= its passkey "
             f"train lengths). Budget '{tables.NOT_RUN}': a paper row this configuration does not run. "
-            f"Paper: {TABLE12_SOURCE}; {fig_passkey.paper_2_6b_note()}.")
+            f"Paper: {paper_source}" + (f"; {fig_passkey.paper_2_6b_note()}." if paper_model == "Ouro-1.4B" else "."))
     with atomic_path(args.table_pdf) as pdf, atomic_path(args.table_csv) as csv_path, atomic_path(args.table_tex) as tex:
-        tables.write_all(rows, spec, note, "LLA Table 12, passkey recall by length: ours beside the paper's summary",
+        tables.write_all(rows, spec, note, f"LLA Table 12 ({paper_model}), passkey recall by length: ours beside the "
+                                           f"paper's summary",
                          pdf, csv_path, tex)
     write_json(args.json, {"reliable_bar": reliable,
-                           "paper": {"source": TABLE12_SOURCE, "lla": {f"{m} {r:g}x": v for (m, r), v in TABLE12.items()}},
+                           "paper": {"source": paper_source, "model": paper_model,
+                                     "lla": {f"{m} {r:g}x": v for (m, r), v in paper_grid.items()}},
                            "methods": [{"method": r["method"], "budget": r["budget"], "ratio": r["setting"]["ratio"],
                                         **c, "pooled_accuracy": fig_passkey.pooled(c),
                                         "reliable_length": fig_passkey.reliable_length(c, reliable),
@@ -167,7 +173,7 @@ def _table7(job) -> None:
     rows = table7.build_rows([read_json(p, "lm-eval result", {}) for p in args.results])
     title = "LLA Table 7, the broad suite through lm-eval: our measurements (left) beside the paper's (right)"
     with atomic_path(args.pdf) as pdf, atomic_path(args.csv) as csv_path, atomic_path(args.tex) as tex:
-        tables.write_all(rows, table7.SPEC, table7.note(rows), title, pdf, csv_path, tex)
+        tables.write_all(rows, table7.spec(rows), table7.note(rows), title, pdf, csv_path, tex)
 
 
 def _check_agreement(job) -> None:
@@ -221,12 +227,21 @@ def _table1(job) -> None:
     samples = [read_json(p, "samples result", {"samples": dict}) for p in args.samples]
     if len(samples) != len(cells):
         raise LoopKVError(f"table1: {len(cells)} cells but {len(samples)} sample files")
-    rows = build_rows(cells, curves, _train_max(job), samples)
-    title = "LLA Table 1 at equal cache budgets: our measurements (left) beside the paper's (right)"
+    benchmarks = [read_json(p, "lm-eval result", BENCHMARK_FIELDS) for p in args.benchmarks]
+    paper_model = job.cfg["report"]["paper_model"]
+    rows = build_rows(cells, curves, _train_max(job), samples, benchmarks, job.cfg["methods"]["table1_benchmarks"],
+                      paper_model)
+    tables = "Table 1" if paper_model == "Ouro-1.4B" else "Tables 2 and 11"
+    title = f"LLA {tables} ({paper_model}) at equal cache budgets: our measurements (left) beside the paper's (right)"
     with atomic_path(args.pdf) as pdf, atomic_path(args.csv) as csv_path, atomic_path(args.tex) as tex:
-        write_pdf(rows, pdf, title)
+        write_pdf(rows, pdf, title, paper_model)
         write_csv(rows, csv_path)
-        write_tex(rows, tex)
+        write_tex(rows, tex, paper_model)
+
+
+# what Table 1 reads of a merged lm-eval result
+BENCHMARK_FIELDS = {"task": str, "method": str, "budget": str, "headline": str, "metrics": dict, "samples": list,
+                    "n": int}
 
 
 def _metrics(path) -> dict:

@@ -75,9 +75,11 @@ def table_note(rows: list[dict]) -> str:
             f"does not run. Paper: {TABLE4_SOURCE}.")
 
 
+@plt.rc_context(tables.FIGURE_STYLE)
 def plot_exposure(curves: list[dict], bin_tokens: int, pdf, png, dpi: int) -> None:
     """curves: per budget {"budget", "teacher": curve, "off": curve, "on": curve}."""
-    fig, axes = plt.subplots(2, len(curves), figsize=(4.2 * len(curves), 6.2), squeeze=False)
+    width = min(tables.TEXT_WIDTH, 1.0 + 2.4 * len(curves))   # one column per budget, at most the text width
+    fig, axes = plt.subplots(2, len(curves), figsize=(width, 5.0), squeeze=False, layout="constrained")
     # the paper's colours (LLA Figure 7): teacher grey, off-policy blue, on-policy red
     styles = {"teacher": ("tab:gray", "o", "-"), "off": ("tab:blue", "s", "--"), "on": ("tab:red", "^", "-")}
     names = {"teacher": "teacher", "off": "off-policy", "on": "on-policy"}
@@ -91,17 +93,16 @@ def plot_exposure(curves: list[dict], bin_tokens: int, pdf, png, dpi: int) -> No
                 yerr = [[v - b.lo for v, b in zip(values, bounds)], [b.hi - v for v, b in zip(values, bounds)]]
                 axes[row, col].errorbar(xs, values, yerr=yerr, color=colour, marker=marker, linestyle=line,
                                         capsize=2, label=names[key])
-        axes[0, col].set_title(f"LLA {c['budget']}", fontsize=9)
+        axes[0, col].set_title(f"LLA {c['budget']}")
         axes[0, col].set_ylabel("exact match")
         axes[1, col].set_ylabel("no-answer rate")
         axes[1, col].set_xlabel(f"generated tokens (bins of {bin_tokens})")
         for ax in axes[:, col]:
             ax.set_ylim(-0.03, 1.03)
             ax.grid(alpha=0.3)
-    axes[0, 0].legend(fontsize=8)
-    fig.suptitle(f"Exposure curves: arithmetic chains binned by generated length, 95% Wilson intervals per bin "
-                 f"(paper: {TABLE4_SOURCE}, Figure 7)", fontsize=9)
-    fig.tight_layout()
+    axes[0, 0].legend()
+    fig.suptitle(tables.wrapped(f"Exposure curves: arithmetic chains binned by generated length, 95% Wilson "
+                                f"intervals per bin (paper: {TABLE4_SOURCE}, Figure 7)", width))
     fig.savefig(pdf, metadata={"CreationDate": None})
     fig.savefig(png, dpi=dpi)
     plt.close(fig)

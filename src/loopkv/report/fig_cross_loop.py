@@ -6,11 +6,15 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from loopkv.report.tables import FIGURE_STYLE, TEXT_WIDTH, wrapped  # noqa: E402
+
 AXES = ("loop", "head", "layer")
 
 
+@plt.rc_context(FIGURE_STYLE)
 def plot_cross_loop_structure(result: dict, paper: dict, pdf_path, png_path, dpi: int = 150) -> None:
-    fig, panels = plt.subplots(1, 4, figsize=(16, 3.6))
+    fig, grid = plt.subplots(2, 2, figsize=(TEXT_WIDTH, 5.4), layout="constrained")
+    panels = list(grid.flat)
     width = 0.38
     x = range(len(AXES))
     for i, (kind, colour) in enumerate((("k", "tab:blue"), ("v", "tab:orange"))):
@@ -36,15 +40,14 @@ def plot_cross_loop_structure(result: dict, paper: dict, pdf_path, png_path, dpi
     shares = {k: result[k]["loop_variance_share"] for k in ("k", "v")}
     panels[0].set_xlabel(f"loop-axis variance share: K {shares['k']:.1%}, V {shares['v']:.1%} "
                          f"(paper {paper['loop_variance_share']['k']:.0%}, {paper['loop_variance_share']['v']:.0%})",
-                         fontsize=8)
+                         fontsize=7)
     panels[2].set_title("cosine to the final loop")
     panels[3].set_title("relative change from the previous loop")
     for panel in panels[2:]:
         panel.set_xlabel("loop")
         panel.xaxis.get_major_locator().set_params(integer=True)
         panel.legend(fontsize=7)
-    fig.suptitle(result.get("title", "cross-loop structure of the teacher's K/V"), fontsize=10)
-    fig.tight_layout()
+    fig.suptitle(wrapped(result.get("title", "cross-loop structure of the teacher's K/V")))
     fig.savefig(pdf_path, metadata={"CreationDate": None})  # byte-identical reruns
     fig.savefig(png_path, dpi=dpi)
     plt.close(fig)

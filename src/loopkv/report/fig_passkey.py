@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from loopkv.report import tables  # noqa: E402
-from loopkv.report.paper_values import FIG8_OURO_2_6B, TABLE12, TABLE12_SOURCE, TABLE12_SOURCE_NOTE  # noqa: E402
+from loopkv.report.paper_values import FIG8_OURO_2_6B, TABLE12_BY_MODEL, TABLE12_SOURCE_NOTE  # noqa: E402
 
 
 def grid(data_rows: list[dict], result: dict) -> dict:
@@ -69,15 +69,17 @@ def plot_pooled(ax, results: list[dict], cells: list[dict], bar: float):
         reliable = reliable_length(c, bar)
         edge = -0.5 if reliable is None else c["lengths"].index(reliable) + 0.5
         ax.plot([edge, edge], [i - 0.5, i + 0.5], color="black", linewidth=2)
-    ax.set_title(f"pooled over depths (the paper's cells); black: reliable (>= {bar:g})", fontsize=8)
+    ax.set_title(tables.wrapped(f"pooled over depths (the paper's cells); black: reliable (>= {bar:g})",
+                                tables.TEXT_WIDTH / 2), fontsize=8)
     ax.set_xlabel("length (tokens)", fontsize=7)
     return image
 
 
-def plot(results: list[dict], cells: list[dict], bar: float, pdf, png, dpi: int) -> None:
-    cols = min(4, len(results) + 1)
+@plt.rc_context(tables.FIGURE_STYLE)
+def plot(results: list[dict], cells: list[dict], bar: float, pdf, png, dpi: int, paper_model: str = "Ouro-1.4B") -> None:
+    cols = min(2, len(results) + 1)   # two panels a row at the text width
     rows = -(-(len(results) + 1) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols + 1.0, 3.0 * rows + 0.8), squeeze=False,
+    fig, axes = plt.subplots(rows, cols, figsize=(tables.TEXT_WIDTH, 2.6 * rows + 0.9), squeeze=False,
                              layout="constrained")
     for ax in axes.flat[len(results) + 1:]:
         ax.axis("off")
@@ -100,27 +102,30 @@ def plot(results: list[dict], cells: list[dict], bar: float, pdf, png, dpi: int)
         if ax in axes[:, 0]:
             ax.set_ylabel("needle depth", fontsize=7)
     fig.colorbar(image, ax=axes, shrink=0.6, label="exact recall")
-    fig.suptitle(f"Passkey exact recall by length (first panel, the paper's view) and by length and depth (red: "
-                 f"every depth >= {bar:g}); paper: {TABLE12_SOURCE}, {TABLE12_SOURCE_NOTE}", fontsize=9)
+    fig.suptitle(tables.wrapped(f"Passkey exact recall by length (first panel, the paper's view) and by length and "
+                                f"depth (red: every depth >= {bar:g}); paper: {TABLE12_BY_MODEL[paper_model][1]}, "
+                                f"{TABLE12_SOURCE_NOTE}"))
     fig.savefig(pdf, metadata={"CreationDate": None})
     fig.savefig(png, dpi=dpi)
     plt.close(fig)
 
 
-def table_rows(results: list[dict], cells: list[dict], bar: float) -> tuple[list[dict], tables.TableSpec]:
+def table_rows(results: list[dict], cells: list[dict], bar: float,
+               paper_model: str = "Ouro-1.4B") -> tuple[list[dict], tables.TableSpec]:
     lengths = cells[0]["lengths"]
+    paper_grid, _ = TABLE12_BY_MODEL[paper_model]
     rows = []
     for result, c in zip(results, cells):
         row = {"method": result["method"], "budget": result["budget"], "ratio": result["setting"]["ratio"],
                "reliable_length": reliable_length(c, bar),
                "reliable_every_depth": reliable_length(c, bar, every_depth=True),
                "n_per_cell": int(np.min(np.array(c["n"]).sum(axis=0))), "n_per_depth_cell": int(np.min(c["n"])),
-               "paper": TABLE12.get(tables.ratio_key(result["method"], result["setting"]["ratio"]))}
+               "paper": paper_grid.get(tables.ratio_key(result["method"], result["setting"]["ratio"], paper_grid))}
         row.update({f"len_{L}": value for L, value in zip(lengths, pooled(c))})
         row.update({f"n_len_{L}": int(trials) for L, trials in zip(lengths, np.array(c["n"]).sum(axis=0))})
         rows.append(row)
-    run = {tables.ratio_key(r["method"], r["ratio"]) for r in rows}
-    rows += tables.not_run_rows(TABLE12, run, lambda key, value: {
+    run = {tables.ratio_key(r["method"], r["ratio"], paper_grid) for r in rows}
+    rows += tables.not_run_rows(paper_grid, run, lambda key, value: {
         "method": key[0], "budget": tables.NOT_RUN, "ratio": key[1], "paper": value})
     spec = tables.TableSpec(
         columns=[("method", "method"), ("budget", "budget"), ("ratio", "ratio"),

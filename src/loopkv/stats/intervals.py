@@ -2,7 +2,8 @@
 
 - proportions (per-item right/wrong): Wilson score interval, `wilson` / `proportion`;
 - means over items (scores, pass@k): percentile bootstrap over items, `bootstrap_mean` / `pass_at_k_interval`;
-- a method against the teacher on the same items: paired percentile bootstrap, `paired_difference`.
+- a method against the teacher on the same items: paired percentile bootstrap, `paired_difference`;
+- a mean of several tasks' accuracies (MC-avg): stratified bootstrap, `mean_of_group_means`.
 
 Numpy only (plus the standard library): scipy is the tests' independent reference, not a dependency.
 Bootstraps are deterministic for a given seed, so a report rebuilt from the same outputs prints the same intervals.
@@ -149,6 +150,33 @@ def paired_difference(
     d = x - y  # mean(a[idx]) - mean(b[idx]) == mean(d[idx]) for every resample idx
     lo, hi = _percentile_bootstrap(d, level, resamples, seed)
     return Estimate(float(x.mean() - y.mean()), lo, hi, x.size, "paired-bootstrap")
+
+
+def mean_of_group_means(
+    groups: Sequence[Sequence[float]], level: float = 0.95, resamples: int = 10000, seed: int = 0
+) -> Estimate:
+    """The unweighted mean of several groups' means (MC-avg: the mean of per-task accuracies, each
+    task counting once whatever its size), with a stratified percentile bootstrap: every resample
+    draws each group's items from that group, with replacement, independently of the other groups.
+
+    n of the Estimate is the total number of items."""
+    arrays = [_as_items(g, f"group {i}") for i, g in enumerate(groups)]
+    if not arrays:
+        raise ValueError("a mean of group means needs at least one group")
+    _z(level)
+    if resamples < 1:
+        raise ValueError(f"resamples must be >= 1, got {resamples}")
+    rng = np.random.default_rng(seed)
+    total = np.zeros(resamples)
+    for x in arrays:
+        per_chunk = max(1, _CHUNK_ELEMENTS // x.size)
+        for start in range(0, resamples, per_chunk):
+            stop = min(resamples, start + per_chunk)
+            total[start:stop] += x[rng.integers(0, x.size, size=(stop - start, x.size))].mean(axis=1)
+    alpha = (1.0 - level) / 2.0
+    lo, hi = np.quantile(total / len(arrays), [alpha, 1.0 - alpha])
+    value = sum(float(x.mean()) for x in arrays) / len(arrays)
+    return Estimate(value, float(lo), float(hi), sum(x.size for x in arrays), "stratified-bootstrap")
 
 
 def _pass_at_k_per_problem(num_samples: Sequence[int], num_correct: Sequence[int], k: int) -> np.ndarray:

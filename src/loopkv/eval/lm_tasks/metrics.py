@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 
 from loopkv.data.tasks.arithmetic import check_answer
-from loopkv.eval.answers import (extract_math, gsm8k_correct, gsm8k_no_answer, math_equivalent,
-                                 math_verify_equivalent)
+from loopkv.eval.answers import (bbh_correct, extract_bbh, extract_math, gsm8k_correct, gsm8k_no_answer,
+                                 math_equivalent, math_verify_equivalent)
 
 
 def gsm8k(doc: dict, results: list[str]) -> dict:
@@ -29,6 +29,14 @@ def math500(doc: dict, results: list[str]) -> dict:
             "checkers_disagree": float(verified != ours), "no_answer": float(found is None)}
 
 
+def bbh(doc: dict, results: list[str]) -> dict:
+    """BBH's exact match of the extracted answer (eval/answers.py) against the document's accepted
+    targets (`accept`, else its `answer`); no_answer = nothing to extract (an empty output)."""
+    text = results[0]
+    return {"exact_match": float(bbh_correct(text, doc.get("accept") or [doc["answer"]])),
+            "no_answer": float(extract_bbh(text) is None)}
+
+
 def arithmetic(doc: dict, results: list[str]) -> dict:
     return {"exact_match": float(check_answer(results[0], doc["answer"]))}
 
@@ -47,3 +55,14 @@ def code(doc: dict, results: list[str]) -> dict:
     build = {"humaneval": humaneval_program, "mbpp": mbpp_program}[doc["protocol"]]
     outcome = run_program(build(doc["problem"], results[0]), hidden=[Path.cwd()])
     return {"pass@1": float(outcome.passed)}
+
+
+def code_plus(doc: dict, results: list[str]) -> dict:
+    """EvalPlus's two verdicts of one completion (eval/code_exec.py: differential testing in the sandbox,
+    the working directory hidden): pass@1 = the base inputs, pass@1_plus = the base and plus inputs;
+    reference_failed = the canonical solution itself failed there (the data row is broken)."""
+    from loopkv.eval.code_exec import evalplus_check
+
+    outcome = evalplus_check(doc["problem"], results[0], hidden=[Path.cwd()])
+    return {"pass@1": float(outcome.base), "pass@1_plus": float(outcome.plus),
+            "reference_failed": float(outcome.reference_failed)}
