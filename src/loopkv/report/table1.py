@@ -40,7 +40,7 @@ def table_spec(rows: list[dict]) -> tables.TableSpec:
         csv_extra=tables.N_FIELDS + ["n_gsm8k", "shots_gsm8k", "n_mc", "mc_tasks", "n_mmlu",
                                      "cache_dtype", "compute_dtype", "read_path", "read_path_bytes_per_token"],
         group_key="budget", proportions={**tables.QUALITY_PROPORTIONS, **BENCHMARK_N}, width=19.0 + 1.2 * len(present),
-        differences=("arith_em_vs_teacher", "gsm8k_vs_teacher", "mc_avg", "mc_avg_vs_teacher", "mmlu_vs_teacher"))
+        own_intervals=("arith_em_vs_teacher", "gsm8k_vs_teacher", "mc_avg", "mc_avg_vs_teacher", "mmlu_vs_teacher"))
 
 
 SPEC = table_spec([])   # the table without benchmark columns (the embedded default's)

@@ -166,7 +166,7 @@ def spec(rows: list[dict]) -> tables.TableSpec:
                    + [f"{f}_{tid}" for tid in ids for f in ("n", "shots", "samples", "decoding")]),
         width=SPEC.width + 1.4 * (len(ids) + len(plus) + len(others)),
         proportions={**SPEC.proportions, **local_proportions, **{tid: f"n_{tid}" for tid in ids if tid not in sampled}},
-        differences=(*SPEC.differences, *sampled))
+        own_intervals=(*SPEC.own_intervals, *sampled))
 
 
 def note(rows: list[dict]) -> str:

@@ -40,7 +40,7 @@ class TableSpec:
     group_key: str | None = None                  # a rule between rows whose value here changes
     width: float = 19.0                           # PDF page width, inches
     proportions: dict[str, str] = field(default_factory=dict)   # column -> the field holding its n
-    differences: tuple[str, ...] = ()    # columns whose rows carry their own <col>_lo / _hi (paired bootstraps)
+    own_intervals: tuple[str, ...] = ()   # columns whose rows carry their own <col>_lo / _hi (bootstraps)
 
     @property
     def keys(self) -> list[str]:
@@ -48,7 +48,7 @@ class TableSpec:
 
     @property
     def csv_fields(self) -> list[str]:
-        bounds = [f"{k}_{end}" for k in self.keys if k in self.proportions or k in self.differences
+        bounds = [f"{k}_{end}" for k in self.keys if k in self.proportions or k in self.own_intervals
                   for end in ("lo", "hi")]
         return self.keys + bounds + [f for f in self.csv_extra if f not in self.keys]
 
@@ -95,7 +95,7 @@ def with_intervals(rows: list[dict], spec: TableSpec) -> list[dict]:
 def cell_text(row: dict, key: str, spec: TableSpec) -> str:
     """A cell's text: the value, and under a proportion its interval."""
     text = fmt(key, row.get(key))
-    if (key in spec.proportions or key in spec.differences) and row.get(f"{key}_lo") is not None:
+    if (key in spec.proportions or key in spec.own_intervals) and row.get(f"{key}_lo") is not None:
         text += f"\n[{row[key + '_lo']:.2f}, {row[key + '_hi']:.2f}]"
     return text
 
@@ -178,7 +178,7 @@ def write_pdf(rows: list[dict], spec: TableSpec, note: str, title: str, path) ->
     import matplotlib.pyplot as plt
 
     text = [[cell_text(row, k, spec) for k in spec.keys] for row in with_intervals(rows, spec)]
-    tall = 2 if spec.proportions or spec.differences else 1   # a cell with an interval has a second line
+    tall = 2 if spec.proportions or spec.own_intervals else 1   # a cell with an interval has a second line
     fig, ax = plt.subplots(figsize=(spec.width, 1.8 + 0.36 * tall * len(rows)))
     ax.axis("off")
     table = ax.table(cellText=text, colLabels=[h for _, h in spec.columns], loc="center", cellLoc="center")
