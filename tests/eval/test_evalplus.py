@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 
 from loopkv.cli import main
 from loopkv.data.local_benchmarks import read_local
@@ -128,19 +127,10 @@ def test_an_aime_style_integer_answer_from_a_file_is_scored_by_math_verify(tmp_p
 
 
 @pytest.fixture(scope="module")
-def tiny_lm(tmp_path_factory, tokenizer):
+def tiny_lm(teacher_dir):
     from loopkv.eval.lm_model import LoopKVLM
-    from loopkv.models import OuroConfig, OuroForCausalLM
 
-    config = OuroConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, total_ut_steps=2,
-                        num_attention_heads=2, num_key_value_heads=2, head_dim=16, intermediate_size=64,
-                        max_position_embeddings=256, initializer_range=0.3, pad_token_id=tokenizer.pad_token_id,
-                        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
-    torch.manual_seed(0)
-    out = tmp_path_factory.mktemp("teacher")
-    OuroForCausalLM(config).eval().save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return LoopKVLM(teacher=str(out), method="full", budget="1x",
+    return LoopKVLM(teacher=str(teacher_dir), method="full", budget="1x",
                     methods_cfg={"cache_dtype": "bfloat16", "k_share": 0.375, "budgets": {}},
                     dtype="float32", batch_size=4)
 

@@ -12,23 +12,10 @@ from loopkv.eval.lm_model import LoopKVLM
 from loopkv.eval.lm_runner import merge_shards, run_task, select_docs, shard_docs
 from loopkv.eval.lm_tasks import task_config
 from loopkv.eval.quality import arithmetic_exact_match, cloze_accuracy, passkey_accuracy
-from loopkv.models import OuroConfig, OuroForCausalLM
 from loopkv.utils.atomic import read_jsonl
 
 METHODS = {"cache_dtype": "bfloat16", "k_share": 0.375, "budgets": {"2x": 2.0}}
 
-
-@pytest.fixture(scope="module")
-def teacher_dir(tmp_path_factory, tokenizer):
-    config = OuroConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, total_ut_steps=2,
-                        num_attention_heads=2, num_key_value_heads=2, head_dim=16, intermediate_size=64,
-                        max_position_embeddings=256, initializer_range=0.3, pad_token_id=tokenizer.pad_token_id,
-                        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
-    torch.manual_seed(0)
-    out = tmp_path_factory.mktemp("teacher")
-    OuroForCausalLM(config).eval().save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
 
 
 @pytest.fixture(scope="module", params=[("full", "1x"), ("final_loop", "2x")])
