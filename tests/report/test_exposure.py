@@ -3,13 +3,15 @@ import csv
 
 import pytest
 
+from loopkv.errors import LoopKVError
 from loopkv.report import exposure, tables
 from loopkv.report.paper_values import TABLE4
 
 
 def _samples(correct: list[bool], answered: list[bool], lengths: list[int]) -> list[dict]:
-    return [{"correct": c, "output": "x #### 7" if a else "x", "n_generated": n}
-            for c, a, n in zip(correct, answered, lengths)]
+    rows = [{"id": i, "correct": c, "output": "x #### 7" if a else "x", "n_generated": n}
+            for i, (c, a, n) in enumerate(zip(correct, answered, lengths))]
+    return exposure.arithmetic_outcomes({"samples": {"arithmetic": rows}})
 
 
 def _cell(ratio: float) -> dict:
@@ -23,7 +25,7 @@ def _cell(ratio: float) -> dict:
 
 
 def test_rows_rates_and_the_papers_other_ratios_as_not_run(tmp_path):
-    teacher = {"samples": {"arithmetic": _samples([True] * 4, [True] * 4, [3, 5, 9, 12])}}
+    teacher = _samples([True] * 4, [True] * 4, [3, 5, 9, 12])
     rows = exposure.table_rows([_cell(4.0)], teacher)
     assert (rows[0]["em_off"], rows[0]["em_on"], rows[0]["no_answer_off"], rows[0]["no_answer_on"]) == (0.25, 0.75, 0.5, 0)
     assert rows[0]["paper_on"] == TABLE4[4.0]["on"]
@@ -45,3 +47,43 @@ def test_exposure_figure_draws_every_bin(tmp_path):
     assert [(p["lo"], p["n"]) for p in curves[0]["off"]] == [(0, 1), (4, 1), (8, 1), (12, 1)]
     exposure.plot_exposure(curves, 4, tmp_path / "f.pdf", tmp_path / "f.png", 50)
     assert (tmp_path / "f.pdf").read_bytes().startswith(b"%PDF")
+
+
+def _lm_result(exact: list[float], no_answer: list[float], outputs: list[str], training) -> dict:
+    """A merged greedy lm-eval result of MATH-500 (the fields lm-eval-merge writes)."""
+    return {"task_id": "math500", "headline": "exact_match", "shots": 4, "codec_training": training,
+            "samples": [{"doc_id": d, "exact_match": e, "no_answer": a, "output": o}
+                        for d, (e, a, o) in enumerate(zip(exact, no_answer, outputs))]}
+
+
+def test_benchmark_outcomes_read_lm_eval_results_and_count_output_tokens():
+    words = len   # a stand-in tokenizer: one token per character, so lengths are checkable by eye
+    result = _lm_result([1.0, 0.0, 0.0], [0.0, 0.0, 1.0], ["ab", "abcd", ""], "on_policy")
+    got = exposure.benchmark_outcomes(result, words, "r.json", "on_policy")
+    assert got == [{"id": 0, "correct": True, "no_answer": False, "n_generated": 2},
+                   {"id": 1, "correct": False, "no_answer": False, "n_generated": 4},
+                   {"id": 2, "correct": False, "no_answer": True, "n_generated": 0}]
+    assert exposure.rates(got) == {"em": 1 / 3, "no_answer": 1 / 3, "n": 3}
+
+
+def test_benchmark_outcomes_refuse_the_wrong_codec_or_sampled_runs():
+    result = _lm_result([1.0], [0.0], ["a"], "off_policy")
+    with pytest.raises(LoopKVError, match="served off_policy codec, Table 4 expects on_policy"):
+        exposure.benchmark_outcomes(result, len, "r.json", "on_policy")
+    with pytest.raises(LoopKVError, match="expects none"):
+        exposure.benchmark_outcomes(result, len, "r.json", None)
+    with pytest.raises(LoopKVError, match="a sampled result"):
+        exposure.benchmark_outcomes({**result, "samples_per_doc": 4}, len, "r.json", "off_policy")
+
+
+def test_benchmark_table_heads_its_columns_by_the_task_and_checks_the_items(tmp_path):
+    teacher = exposure.benchmark_outcomes(_lm_result([1.0] * 4, [0.0] * 4, ["a"] * 4, None), len, "t", None)
+    cell = _cell(3.2)
+    rows = exposure.table_rows([cell], teacher, "math500")
+    assert rows[0]["source"] == "math500" and rows[0]["n_items"] == 4 and rows[0]["paper_off"] == TABLE4[3.2]["off"]
+    spec = exposure.table_spec("math500")
+    assert dict(spec.columns)["em_off"] == "MATH-500 acc.\noff-policy"
+    assert "MATH-500 through lm-eval (greedy, n=4 documents, 4-shot)" in exposure.table_note(rows, 4)
+    other = exposure.benchmark_outcomes(_lm_result([1.0] * 3, [0.0] * 3, ["a"] * 3, None), len, "t", None)
+    with pytest.raises(LoopKVError, match="off-policy math500 items are not the teacher's"):
+        exposure.table_rows([cell], other, "math500")

@@ -58,6 +58,25 @@ def test_the_draw_is_seeded_by_step_and_follows_the_codec(teacher, calibration):
     assert not torch.equal(batch(3)[0], first[0])
 
 
+def test_each_rows_draw_is_its_own_and_ignores_the_global_generator(teacher, calibration):  # noqa: F811
+    from loopkv.eval.generation import Sampling, generate
+    from loopkv.utils.seeding import derive_seed
+
+    factory = cache_factory(lla(2, 3), teacher.config, view_of(teacher, calibration, lla(2, 3)).codec, read_path="full")
+    cfg = {**OP, "seq_len": 16, "batch_size": 3}
+    torch.manual_seed(0)
+    ids, _ = on_policy_batches(teacher, factory, PROMPTS, cfg, seed=5)(2)
+    torch.manual_seed(1)                                    # the global generator plays no part
+    again, _ = on_policy_batches(teacher, factory, PROMPTS, cfg, seed=5)(2)
+    assert torch.equal(ids, again)
+    # row i is what prompt i alone draws from its own seed (batch of one): no batch company effect
+    for i, row in enumerate(ids.tolist()):
+        prompt = next(p for p in PROMPTS if row[:len(p)] == p)   # the prompts differ in their second token
+        alone = generate(teacher, [prompt], OP["max_new_tokens"], 1, factory, sampling=Sampling(temperature=1.0),
+                         seeds=[derive_seed(5, "on-policy-draw", "2", str(i))])
+        assert row[len(prompt):len(prompt) + len(alone[0])] == alone[0]
+
+
 def _run(teacher, calibration, folder, dying_at=None):  # noqa: F811
     view = view_of(teacher, calibration, lla(2, 3))
     draw = on_policy_batches(teacher, cache_factory(lla(2, 3), teacher.config, view.codec, read_path="full"),
@@ -93,3 +112,20 @@ def test_on_policy_selection_scores_the_students_own_continuations(teacher, cali
             assert measured["kl"] < 1e-6 and measured["top1"] == 1.0
         else:
             assert measured["kl"] > 1e-4
+
+
+def test_math_prompts_take_worked_examples_of_other_problems_never_their_own(tmp_path):
+    import json
+
+    from loopkv.train.on_policy import prompt_texts
+
+    rows = [{"prompt": f"Problem {i}", "shot": f"Problem {i} Solution {i}"} for i in range(6)]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert prompt_texts("math_train", path, 0, 7) == [r["prompt"] for r in rows]
+    shot = prompt_texts("math_train", path, 2, 7)
+    assert shot == prompt_texts("math_train", path, 2, 7) != prompt_texts("math_train", path, 2, 8)
+    for i, text in enumerate(shot):
+        parts = text.split("\n\n")
+        assert len(parts) == 3 and parts[-1] == f"Problem {i}"
+        assert all(p.startswith("Problem ") and p != f"Problem {i} Solution {i}" for p in parts[:2])

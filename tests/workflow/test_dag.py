@@ -103,13 +103,16 @@ def test_paper_config_plans_without_pretraining_when_its_checkpoint_exists(workd
     # no LLA-2D at paper scale yet
     # method-eval: Table 1's 11 cells and Table 4's off-policy LLA at 3.2x and 10.67x
     assert jobs["distill"] == 12 and jobs["method_eval"] == 13
-    # Table 7's seven models x every task's shards, Table 1's seven other cells x its benchmarks' shards,
-    # Figure 8's nine models x 4
-    shards = {t["name"]: t["shards"] for t in config["lm_eval"]["tasks"]}
+    # Table 7's eight models (MELT's among them) x every task's shards, Table 1's seven other cells x its benchmarks' shards,
+    # Figure 8's nine models x 4, Table 4's five on-policy codecs x MATH-500's shards and its off-policy
+    # 10.67x (the teacher and the other off-policy codecs are Table 7 models already)
+    shards = {t["name"]: t["shards"] for t in config["lm_eval"]["tasks"] if not t.get("variant")}
     table1 = sum(shards[t] for t in ("gsm8k", "arc_easy", "arc_challenge", "hellaswag", "piqa", "winogrande",
                                      "boolq", "mmlu"))
     every_task = sum(t["shards"] for t in config["lm_eval"]["tasks"])
-    assert jobs["lm_eval_shard"] == 7 * every_task + 7 * table1 + 9 * 4
+    assert jobs["lm_eval_shard"] == 8 * every_task + 7 * table1 + 9 * 4 + (5 + 1) * shards["math500"]
+    assert jobs["melt_table1"] == 1   # MELT through lm-eval (lm_eval.models' melt/4x)
+    assert jobs["distill_on_policy"] == 5 and jobs["bench_data"] >= 1   # math_train's prompts among them
 
 
 def test_the_2_6b_overlay_plans_tables_2_and_11_from_lm_eval_for_every_cell(workdir, reference_dir):
@@ -156,3 +159,34 @@ def test_a_checkpoint_whose_architecture_differs_from_model_arch_is_rejected(wor
     # the default arch (D = 4, T = 4) over the fixture's config.json (D = 2, T = 3): each key named
     assert "model.arch.num_hidden_layers" in out and "model.arch.total_ut_steps" in out
     assert "data.tokenizer.vocab_size" in out
+
+
+def _melt_lm_eval_config(workdir, name, tasks):
+    """The default config with MELT served through lm-eval (melt/4x: T = 4) on `tasks`; without the
+    on-policy and passkey-grid parts, which have nothing to do with it (a smaller DAG to build)."""
+    cfg = load_config({}, check_paths=False)
+    edit = {"lm_eval": {"models": [*cfg["lm_eval"]["models"], "melt/4x"], "tasks": tasks},
+            "on_policy": {"budgets": []}, "passkey_grid": {"models": []}}
+    (workdir / name).write_text(yaml.safe_dump(edit))
+    return workdir / name
+
+
+def test_melt_table1_is_planned_when_melt_runs_through_lm_eval_on_one_of_its_benchmarks(workdir):
+    from inprocess_dag import _dag
+
+    tasks = [*load_config({}, check_paths=False)["lm_eval"]["tasks"],   # math500 and humaneval among them
+             {"name": "math500", "variant": "sampled", "max_docs": 16, "max_gen_toks": 96,
+              "sampling": {"temperature": 1.0, "top_p": 0.7, "samples": 2}}]
+    with _dag(workdir, _melt_lm_eval_config(workdir, "melt_lm.yaml", tasks)) as dag:
+        jobs = {j.rule.name: j for j in dag.jobs}
+        inputs = sorted(str(f) for f in jobs["melt_table1"].input)
+        html = jobs["melt_table1_html"]
+    # the teacher's and MELT's results on every MELT Table 1 task, not LLA's nor another task's
+    assert inputs == sorted(f"results/lm_eval/{m}/{t}.json" for m in ("full/1x", "melt/4x")
+                            for t in ("math500", "math500-sampled", "humaneval"))
+    assert "reports/melt_table1.csv" in {str(f) for f in html.input}
+    # melt served, but no task is one of MELT Table 1's benchmarks: no table
+    others = [t for t in tasks if t["name"] not in ("math500", "humaneval")]
+    with _dag(workdir, _melt_lm_eval_config(workdir, "melt_no_t1.yaml", others)) as dag:
+        rules = {j.rule.name for j in dag.jobs}
+    assert "melt_table1" not in rules and "melt_table1_html" not in rules and "lm_eval_shard" in rules

@@ -78,3 +78,25 @@ def test_the_sampled_variant_runs_beside_the_greedy_one(paper_run):
     sampled = json.loads((results / "math500-sampled.json").read_text())
     assert sampled["decoding"]["strategy"] != greedy.get("decoding", {}).get("strategy")
     assert sampled["doc_ids"] == greedy["doc_ids"] and sampled["samples_per_doc"] == 2
+
+
+def test_table4_reads_math500_through_lm_eval_off_and_on_policy(paper_run):
+    import csv
+
+    rows = [r for r in csv.DictReader(open(paper_run / "reports/ouro-1.4b/table4.csv")) if r["budget"] != "not run"]
+    assert [r["budget"] for r in rows] == ["3.2x", "4x"]
+    results = paper_run / "results/ouro-1.4b"
+    teacher = json.loads((results / "lm_eval/full/1x/math500.json").read_text())
+    for r in rows:
+        off = json.loads((results / f"lm_eval/lla/{r['budget']}/math500.json").read_text())
+        on = json.loads((results / f"lm_eval_on_policy/lla/{r['budget']}/math500.json").read_text())
+        # each side served its own codec: the off-policy distillation's, the on-policy one's
+        assert (off["codec_training"], on["codec_training"], teacher["codec_training"]) == ("off_policy", "on_policy", None)
+        assert on["provenance"]["merged_from"]  # merged shards of the on-policy codec's own jobs
+        assert r["source"] == "math500" and int(r["n_items"]) == len(teacher["samples"]) == 2
+        assert float(r["em_off"]) == off["metrics"]["exact_match"] and float(r["em_on"]) == on["metrics"]["exact_match"]
+        assert float(r["no_answer_on"]) == on["metrics"]["no_answer"]
+        curve = json.loads((results / f"on_policy/lla/{r['budget']}/curve.json").read_text())
+        assert curve["prompt_lengths"]["prompts"] == 4500   # math_train: every prompt read (too long ones counted)
+    figure = json.loads((paper_run / "reports/ouro-1.4b/fig7_exposure.json").read_text())
+    assert figure["source"] == "math500" and sum(b["n"] for b in figure["curves"][0]["on"]) == 2

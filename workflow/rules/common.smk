@@ -111,6 +111,7 @@ localrules:
     table5,
     table13,
     agreement,
+    claims,
     claims_html,   # and every table's page (report.smk: `localrule: True`, rules made in a loop)
 
 
@@ -161,6 +162,7 @@ def default_targets():
     teacher = [R("teacher/quality.json")] + ([] if pretrained() else [R("teacher/model/train_curve.json")])
     melt = [f"{REPORTS}/{name}.pdf" for name in ("melt_table3", "melt_table4", "melt_vs_lla", "fig_memory_vs_length")]
     suite = [f"{REPORTS}/table7.pdf"] if LM_MODELS and LM_TASK_DATA else []
+    suite += [f"{REPORTS}/melt_table1.pdf"] if melt_table1_built() else []
     suite += [f"{REPORTS}/fig8_passkey.pdf"] if config["passkey_grid"]["models"] else []
     suite += [f"{REPORTS}/table4.pdf"] if config["on_policy"]["budgets"] else []
     suite += [f"{REPORTS}/agreement.json"] if agreement_pairs() else []
@@ -192,6 +194,8 @@ def report_tables():
                "melt_table3": ("melt", "MELT Table 3: gate variants"),
                "melt_table4": ("melt", "MELT Table 4: recipe components"),
                "melt_vs_lla": ("melt", "MELT beside the teacher's KV methods at MELT's budget")}
+    if melt_table1_built():   # MELT served through lm-eval on one of MELT Table 1's benchmarks
+        tables["melt_table1"] = ("melt", "MELT Table 1: its benchmarks through lm-eval, teacher and MELT")
     return {name: (REPORT_CATEGORIES[category], title) for name, (category, title) in tables.items()}
 
 
@@ -274,6 +278,30 @@ LM_MODELS = [os.path.split(pair) for pair in config["lm_eval"]["models"]]   # "l
 # by task id: an entry's name, or name-variant for a second way of running it (lm_tasks.task_id)
 LM_TASKS = {lm_task_id(t["name"], t.get("variant")): t for t in config["lm_eval"]["tasks"]}
 LM_TASK_DATA = list(LM_TASKS)   # the task ids (wildcard {task} of the lm-eval rules)
+
+
+# MELT Table 1 (lm_eval.smk): the lm-eval task ids that run one of its benchmarks; in the default target
+# when lm_eval.models serves melt and lm_eval.tasks runs one of them
+def melt_table1_tasks():
+    from loopkv.report.paper_values import MELT_TABLE1
+
+    return [t for t in LM_TASK_DATA if split_task_id(t)[0] in MELT_TABLE1]
+
+
+def melt_table1_built():
+    return bool(melt_table1_tasks()) and any(m == "melt" for m, _ in LM_MODELS)
+
+
+def melt_table1_results(wildcards):
+    """The merged lm-eval results of full/1x and melt/<its budget> (those lm_eval.models serves) on melt_table1_tasks()."""
+    files = [R(f"lm_eval/{m}/{b}/{t}.json") for m, b in LM_MODELS if m in ("full", "melt") for t in melt_table1_tasks()]
+    if not files:
+        raise WorkflowError(f"{REPORTS}/melt_table1.pdf reads the teacher's and MELT's lm-eval results on MELT "
+                            f"Table 1's benchmarks: lm_eval.tasks runs none of them, or lm_eval.models serves "
+                            f"neither full/1x nor melt")
+    return files
+
+
 BENCHMARK_NAMES = sorted(BENCHMARKS)
 
 
@@ -309,16 +337,24 @@ def lm_shards(task):
     return lm_task_settings(task).get("shards", 1)
 
 
-def lm_shard_files(method, budget, task):
+# where a served model's lm-eval results live: lm_eval/ (as built: a codec method's off-policy codec),
+# lm_eval_on_policy/ (a codec method's on-policy codec, for Table 4 on a benchmark)
+SERVED_CODECS = {"lm_eval": "distill", "lm_eval_on_policy": "on_policy"}
+SERVED_PATTERN = "|".join(SERVED_CODECS)
+
+
+def lm_shard_files(method, budget, task, served="lm_eval"):
     n = lm_shards(task)
-    return [R(f"lm_eval/{method}/{budget}/{task}/shard{i}of{n}.json") for i in range(n)]
+    return [R(f"{served}/{method}/{budget}/{task}/shard{i}of{n}.json") for i in range(n)]
 
 
 def lm_model_inputs(wildcards):
-    """What serves a (method, budget): the teacher, plus a codec or a MELT model."""
+    """What serves a (method, budget): the teacher, plus a codec (off- or on-policy) or a MELT model."""
     files = {"teacher": f"{teacher_dir()}/config.json"}
     if wildcards.method in CODEC_METHODS:
-        files["codec"] = R(f"distill/{wildcards.method}/{wildcards.budget}/codec.pt")
+        files["codec"] = R(f"{SERVED_CODECS[wildcards.served]}/{wildcards.method}/{wildcards.budget}/codec.pt")
+    elif wildcards.served != "lm_eval":
+        raise ValueError(f"{wildcards.served}/{wildcards.method}: only a codec method has an on-policy codec")
     if wildcards.method == "melt":
         files["student"] = f"{melt_model_dir('full')}/config.json"
     return files
@@ -332,3 +368,23 @@ def lm_model_args(wildcards, input):
 # ---- on-policy distillation (LLA Eq. 6-7), Table 4 and Figure 7
 ON_POLICY_METHOD = config["on_policy"]["method"]
 ON_POLICY_BUDGETS = config["on_policy"]["budgets"]
+ON_POLICY_BENCHMARK = config["on_policy"]["benchmark"]   # an lm_eval.tasks id, or None: the arithmetic chains
+
+
+def on_policy_prompt_files():
+    """{set: the data job's output it waits for}: a synthetic task's manifest (its train.jsonl is beside
+    it), or a benchmark's rows (math_train: MATH less MATH-500); the job reads the directory."""
+    return {t: R(f"data/bench/{t}/test.jsonl") if t in BENCHMARKS else R(f"data/tasks/{t}/manifest.json")
+            for t in config["on_policy"]["prompts"]}
+
+
+def table4_benchmark_results():
+    """Table 4 / Figure 7 on a benchmark: its lm-eval results of the teacher, then off- and on-policy
+    codecs per budget ({} when it runs on the arithmetic chains)."""
+    if ON_POLICY_BENCHMARK is None:
+        return {}
+    t, m = ON_POLICY_BENCHMARK, ON_POLICY_METHOD
+    return {"bench_teacher": R(f"lm_eval/full/1x/{t}.json"),
+            "bench_off": [R(f"lm_eval/{m}/{b}/{t}.json") for b in ON_POLICY_BUDGETS],
+            "bench_on": [R(f"lm_eval_on_policy/{m}/{b}/{t}.json") for b in ON_POLICY_BUDGETS],
+            "tokenizer": f"{teacher_dir()}/config.json"}   # its tokenizer counts the generated tokens

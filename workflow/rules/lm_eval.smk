@@ -1,7 +1,7 @@
 # The evaluation suite through lm-eval (model "loopkv", tasks loopkv_<name> over local data):
 # benchmark data from offline package files or from files you give (data.local_benchmarks), one job
 # per (method, budget, task, shard) with a fixed
-# output path, a merge per task (equal to an unsharded run), and LLA Table 7.
+# output path, a merge per task (equal to an unsharded run), LLA Table 7 and MELT Table 1.
 
 
 rule bench_data:
@@ -43,14 +43,18 @@ rule local_bench_data:
         "loopkv data-bench {wildcards.bench:q} --source {input.source:q} --out {params.out:q} > {log:q} 2>&1"
 
 
+# {served}: lm_eval serves each (method, budget) as built (a codec method: its off-policy codec);
+# lm_eval_on_policy serves a codec method's on-policy codec (LLA Table 4 on a benchmark)
 rule lm_eval_shard:
     input:
         unpack(lm_model_inputs),
         data=lambda w: f"{lm_task_data(w.task)}/test.jsonl",
     output:
-        R("lm_eval/{method}/{budget}/{task}/shard{shard}of{shards}.json"),
+        R("{served}/{method}/{budget}/{task}/shard{shard}of{shards}.json"),
     wildcard_constraints:
+        served=SERVED_PATTERN,
         method="[a-z0-9_]+",
+        budget="[^/]+",
         task="[a-z0-9_]+(-[a-z0-9]+)?",   # a task id: name, or name-variant
         shard=r"\d+",
         shards=r"\d+",
@@ -60,14 +64,14 @@ rule lm_eval_shard:
         data=parent("data"),
         model=lm_model_args,
         # lm-eval's request cache, one per served model (keyed inside by its files' hashes and method, budget, setting)
-        cache=R("lm_eval/request_cache"),
+        cache=lambda w: R(f"{w.served}/request_cache"),
     threads: job_threads("lm-eval-shard")
     resources:
         **job_resources("lm-eval-shard"),
     log:
-        f"{LOGS}/lm_eval/{{method}}_{{budget}}_{{task}}_{{shard}}of{{shards}}.log",
+        f"{LOGS}/{{served}}/{{method}}_{{budget}}_{{task}}_{{shard}}of{{shards}}.log",
     benchmark:
-        f"{LOGS}/benchmarks/lm_eval/{{method}}_{{budget}}_{{task}}_{{shard}}of{{shards}}.tsv"
+        f"{LOGS}/benchmarks/{{served}}/{{method}}_{{budget}}_{{task}}_{{shard}}of{{shards}}.tsv"
     shell:
         "loopkv lm-eval-shard --cfg {params.cfg:q} --task loopkv_{wildcards.task:q}"
         " --data {params.data:q} --method {wildcards.method:q} --budget {wildcards.budget:q} --teacher {params.teacher:q}"
@@ -77,16 +81,18 @@ rule lm_eval_shard:
 
 rule lm_eval_merge:
     input:
-        lambda w: lm_shard_files(w.method, w.budget, w.task),
+        lambda w: lm_shard_files(w.method, w.budget, w.task, w.served),
     output:
-        R("lm_eval/{method}/{budget}/{task}.json"),
+        R("{served}/{method}/{budget}/{task}.json"),
     wildcard_constraints:
+        served=SERVED_PATTERN,
         method="[a-z0-9_]+",
+        budget="[^/]+",
         task="[a-z0-9_]+(-[a-z0-9]+)?",   # a task id: name, or name-variant
     log:
-        f"{LOGS}/lm_eval/{{method}}_{{budget}}_{{task}}_merge.log",
+        f"{LOGS}/{{served}}/{{method}}_{{budget}}_{{task}}_merge.log",
     benchmark:
-        f"{LOGS}/benchmarks/lm_eval/{{method}}_{{budget}}_{{task}}_merge.tsv"
+        f"{LOGS}/benchmarks/{{served}}/{{method}}_{{budget}}_{{task}}_merge.tsv"
     shell:
         "loopkv lm-eval-merge {input:q} --out {output:q} > {log:q} 2>&1"
 
@@ -104,6 +110,25 @@ rule table7:
         f"{LOGS}/benchmarks/report/table7.tsv"
     shell:
         "loopkv table7 --results {input:q} --pdf {output.pdf:q} --csv {output.csv:q} --tex {output.tex:q} > {log:q} 2>&1"
+
+
+# MELT Table 1 from the same suite: the teacher and MELT on every configured task that is one of the
+# table's benchmarks (melt_table1_results, common.smk; a benchmark no task runs is a "not run" row)
+rule melt_table1:
+    input:
+        melt_table1_results,
+    output:
+        pdf=f"{REPORTS}/melt_table1.pdf",
+        csv=f"{REPORTS}/melt_table1.csv",
+        tex=f"{REPORTS}/melt_table1.tex",
+    localrule: True
+    log:
+        f"{LOGS}/report/melt_table1.log",
+    benchmark:
+        f"{LOGS}/benchmarks/report/melt_table1.tsv"
+    shell:
+        "loopkv melt-table1 --results {input:q} --pdf {output.pdf:q} --csv {output.csv:q} --tex {output.tex:q}"
+        " > {log:q} 2>&1"
 
 
 rule passkey_grid_data:

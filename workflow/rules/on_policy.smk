@@ -7,7 +7,7 @@ rule distill_on_policy:
         teacher=f"{teacher_dir()}/config.json",
         init=R("distill/{method}/{budget}/codec.pt"),
         corpus=R("data/corpus/manifest.json"),
-        prompts=expand(R("data/tasks/{task}/manifest.json"), task=config["on_policy"]["prompts"]),
+        prompts=list(on_policy_prompt_files().values()),
     output:
         codec=R("on_policy/{method}/{budget}/codec.pt"),
         curve=R("on_policy/{method}/{budget}/curve.json"),
@@ -17,7 +17,7 @@ rule distill_on_policy:
         cfg=job_cfg("distill-on-policy"),
         teacher=parent("teacher"),
         corpus=parent("corpus"),
-        prompts=flag_args(("--prompts", f"{t}={R(f'data/tasks/{t}')}") for t in config["on_policy"]["prompts"]),
+        prompts=flag_args(("--prompts", f"{t}={os.path.dirname(made)}") for t, made in on_policy_prompt_files().items()),
         checkpoints=lambda w: R(f"on_policy/{w.method}/{w.budget}/checkpoints"),
     threads: job_threads("distill-on-policy")
     resources:
@@ -70,6 +70,7 @@ rule table4_fig7:
         on_samples=[R(f"on_policy/{ON_POLICY_METHOD}/{b}/quality_samples.json") for b in ON_POLICY_BUDGETS],
         off_curves=[R(f"distill/{ON_POLICY_METHOD}/{b}/curve.json") for b in ON_POLICY_BUDGETS],
         on_curves=[R(f"on_policy/{ON_POLICY_METHOD}/{b}/curve.json") for b in ON_POLICY_BUDGETS],
+        **table4_benchmark_results(),
     output:
         table_pdf=f"{REPORTS}/table4.pdf",
         table_csv=f"{REPORTS}/table4.csv",
@@ -80,12 +81,17 @@ rule table4_fig7:
         fig_json=f"{REPORTS}/fig7_exposure.json",
     params:
         cfg=job_cfg("table4-fig7"),
+        # on a benchmark: its lm-eval results (teacher, off-, on-policy) and the tokenizer counting their tokens
+        bench=lambda w, input: " ".join(
+            [flag_args([("--bench-teacher", input.bench_teacher), ("--tokenizer", os.path.dirname(input.tokenizer))]),
+             "--bench-off", *map(shlex.quote, input.bench_off), "--bench-on", *map(shlex.quote, input.bench_on)]
+        ) if ON_POLICY_BENCHMARK else "",
     log:
         f"{LOGS}/report/table4_fig7.log",
     benchmark:
         f"{LOGS}/benchmarks/report/table4_fig7.tsv"
     shell:
         "loopkv table4-fig7 --cfg {params.cfg:q} --teacher-samples {input.teacher:q} --off {input.off:q} --on {input.on:q}"
-        " --off-curves {input.off_curves:q} --on-curves {input.on_curves:q}"
+        " --off-curves {input.off_curves:q} --on-curves {input.on_curves:q} {params.bench}"
         " --table-pdf {output.table_pdf:q} --table-csv {output.table_csv:q} --table-tex {output.table_tex:q}"
         " --fig-pdf {output.fig_pdf:q} --fig-png {output.fig_png:q} --fig-json {output.fig_json:q} > {log:q} 2>&1"

@@ -18,6 +18,13 @@ Call order for one forward over L new tokens:
     begin_forward(positions)                  # once
     attend(t, d, positions, q, k, v, mask)    # for t in range(T), for d in range(D)
     end_forward()                             # once; the L tokens now count as cached
+
+A model may also have non-looped ("outer") layers, run once per token outside the loop (Huginn's
+prelude and coda, before and after the loops; the config states `num_outer_layers`, Ouro has none):
+those call `attend_outer(i, positions, q, k, v, mask)` for i in range(num_outer_layers), a key family
+of their own, so no method mistakes them for a loop. The config's `rope_style` (models/rope.py; rotate-half
+when absent) says how the cache rotates keys. A method declares which of these it handles
+(`stores_outer_layers`, `rope_styles`); a model that needs more is refused when the cache is built.
 """
 from __future__ import annotations
 
@@ -26,7 +33,8 @@ from abc import ABC, abstractmethod
 import torch
 import torch.nn.functional as F
 
-from loopkv.models.rope import Rotary, apply_rope
+from loopkv.errors import LoopKVError
+from loopkv.models.rope import Rotary
 
 
 # read by every method's setting, with methods.budgets.<label> of the budget it runs at (none at 1x)
@@ -55,6 +63,10 @@ class LoopCache(ABC):
     # and those it is known to fail, a defect to fix (check -> what fails): expected to fail until fixed
     not_checked: dict[str, str] = {}
     known_failures: dict[str, str] = {}
+
+    # the models it serves: non-looped layers stored (attend_outer), RoPE layouts its keys may use
+    stores_outer_layers: bool = False
+    rope_styles: tuple[str, ...] = ("rotate_half",)
 
     # Attributes transformers' generate() inspects on a cache object.
     is_compileable = False
@@ -88,11 +100,19 @@ class LoopCache(ABC):
         return teacher
 
     def __init__(self, config):
+        self.num_outer_layers = getattr(config, "num_outer_layers", 0)
+        rope_style = getattr(config, "rope_style", "rotate_half")
+        if self.num_outer_layers and not self.stores_outer_layers:
+            raise LoopKVError(f"KV method {self.name or type(self).__name__!r} does not store non-looped layers "
+                              f"(this {config.model_type} model has {self.num_outer_layers}); use 'full'")
+        if rope_style not in self.rope_styles:
+            raise LoopKVError(f"KV method {self.name or type(self).__name__!r} does not handle {rope_style} RoPE "
+                              f"(this {config.model_type} model's); use 'full'")
         self.num_loops = config.total_ut_steps
         self.num_layers = config.num_hidden_layers
         self.num_kv_heads = config.num_key_value_heads
         self.head_dim = config.head_dim
-        self.rotary = Rotary(config.head_dim, config.rope_theta)
+        self.rotary = Rotary(config.head_dim, config.rope_theta, rope_style)
         self._seen_tokens = 0
         self._pending = 0
         # RoPE positions of the cached tokens (B, S) and of the tokens of the running forward;
@@ -129,6 +149,16 @@ class LoopCache(ABC):
         Returns (keys, values) of shape (B, H_kv, S, d_head) over all S = cached + new tokens,
         keys with RoPE applied at each token's position.
         """
+
+    def attend_outer(self, layer: int, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
+                     v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """`attend` for non-looped layer `layer` (in range(num_outer_layers)), run once per token."""
+        keys, values = self.update_outer(layer, positions, k, v)
+        return attention(q, keys, values, mask)
+
+    def update_outer(self, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+        """`update` for non-looped layer `layer`; only methods with `stores_outer_layers` get here."""
+        raise NotImplementedError(f"{type(self).__name__} does not store non-looped layers")
 
     def append(self, loop: int, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """Store the new tokens' K/V at (loop, layer) without reading the past back: filling a cache
@@ -170,7 +200,7 @@ class LoopCache(ABC):
     # -- helpers for subclasses -----------------------------------------------------------
     def rope(self, positions: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         """Rotate k (B, H, L, d) to `positions` (B, L)."""
-        return apply_rope(k, *self.rope_tables(positions, k.dtype))
+        return self.rotary.apply(k, *self.rope_tables(positions, k.dtype))
 
     def rope_tables(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """cos, sin (B, 1, L, d) of `positions`, reused across the T*D calls of one forward."""

@@ -1,6 +1,10 @@
-"""`full`: the teacher's cache. Every (loop, layer) keeps its own K and V for every token.
+"""`full`: the teacher's cache. Every (loop, layer) keeps its own K and V for every token, and so
+does every non-looped layer (Huginn's prelude and coda; Ouro has none).
 
-Bytes per token = 2 * T * D * H_kv * d_head * bytes(dtype)   (768 KiB for Ouro-1.4B in bf16).
+Bytes per token = 2 * (T * D + O) * H_kv * d_head * bytes(dtype)   (768 KiB for Ouro-1.4B in bf16),
+O = non-looped layers. T is the number of loops the cached tokens ran: the config's until the first
+forward, then that forward's (Huginn's num_steps is a forward argument, so the cache sizes itself
+from the steps actually run; every later forward through the cache must run as many).
 """
 from __future__ import annotations
 
@@ -9,12 +13,16 @@ import math
 import torch
 
 from loopkv.cache.base import LoopCache, concat
+from loopkv.errors import LoopKVError
+from loopkv.models.rope import ROPE_STYLES
 
 
 class FullLoopCache(LoopCache):
     name = "full"
     label = "teacher"
     budgeted = False   # the teacher: the 1x reference, never configured by a ratio
+    stores_outer_layers = True
+    rope_styles = ROPE_STYLES
 
     @classmethod
     def setting_at_ratio(cls, shape, ratio, cache_bits=16, k_share=0.375):
@@ -29,23 +37,61 @@ class FullLoopCache(LoopCache):
         n = self.num_loops * self.num_layers
         self.keys: list[torch.Tensor | None] = [None] * n  # post-RoPE
         self.values: list[torch.Tensor | None] = [None] * n
+        self.outer_keys: list[torch.Tensor | None] = [None] * self.num_outer_layers
+        self.outer_values: list[torch.Tensor | None] = [None] * self.num_outer_layers
+        self._loops_run = 0   # loops the running forward has reached
+
+    def begin_forward(self, positions):
+        super().begin_forward(positions)
+        self._loops_run = 0
 
     def update(self, loop, layer, positions, k, v):
         i = self.entry(loop, layer)
+        if i >= len(self.keys):   # more loops than the config's default: grow by whole loops
+            extra = (loop + 1) * self.num_layers - len(self.keys)
+            self.keys += [None] * extra
+            self.values += [None] * extra
+        self._check_past(self.keys[i], f"loop {loop}, layer {layer}")
+        self._loops_run = max(self._loops_run, loop + 1)
         self.keys[i] = concat(self.keys[i], self.rope(positions, k))
         self.values[i] = concat(self.values[i], v)
         return self.keys[i], self.values[i]
+
+    def update_outer(self, layer, positions, k, v):
+        self._check_past(self.outer_keys[layer], f"non-looped layer {layer}")
+        self.outer_keys[layer] = concat(self.outer_keys[layer], self.rope(positions, k))
+        self.outer_values[layer] = concat(self.outer_values[layer], v)
+        return self.outer_keys[layer], self.outer_values[layer]
+
+    def _check_past(self, stored, where: str) -> None:
+        # an entry missing cached tokens would be attended as if they were not there
+        held = 0 if stored is None else stored.shape[2]
+        if held != self.get_seq_length():
+            raise LoopKVError(f"full cache: {where} holds K/V of {held} tokens, the cache {self.get_seq_length()}: "
+                              f"every forward through one cache must run the same number of loops "
+                              f"(the cached tokens ran {self.num_loops})")
+
+    def end_forward(self):
+        if self._loops_run:
+            if self.get_seq_length() and self._loops_run != self.num_loops:
+                raise LoopKVError(f"full cache: this forward ran {self._loops_run} loops, the cached tokens "
+                                  f"{self.num_loops}: every forward through one cache must run as many")
+            self.num_loops = self._loops_run   # the first forward's count sizes the cache
+            del self.keys[self.num_loops * self.num_layers:], self.values[self.num_loops * self.num_layers:]
+        super().end_forward()
 
     def reconstruct(self, loop, layer, trace):
         return trace.kv("k", loop, layer), trace.kv("v", loop, layer)
 
     def bytes_per_token(self, dtype):
         element = torch.tensor([], dtype=dtype).element_size()
-        return 2 * self.num_loops * self.num_layers * self.num_kv_heads * self.head_dim * element
+        entries = self.num_loops * self.num_layers + self.num_outer_layers
+        return 2 * entries * self.num_kv_heads * self.head_dim * element
 
     def cached_tensors(self):
-        return [t for t in self.keys + self.values if t is not None]
+        return [t for t in self.keys + self.values + self.outer_keys + self.outer_values if t is not None]
 
     def reorder_cache(self, beam_idx):
-        self.keys = [t.index_select(0, beam_idx) if t is not None else None for t in self.keys]
-        self.values = [t.index_select(0, beam_idx) if t is not None else None for t in self.values]
+        pick = lambda store: [t.index_select(0, beam_idx) if t is not None else None for t in store]  # noqa: E731
+        self.keys, self.values = pick(self.keys), pick(self.values)
+        self.outer_keys, self.outer_values = pick(self.outer_keys), pick(self.outer_values)

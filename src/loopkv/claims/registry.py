@@ -16,6 +16,7 @@ from loopkv.report.paper_values import (MELT_MEMORY, MELT_TABLE3, MELT_TABLE4, O
 MARGIN = 0.02   # "holds the teacher's accuracy": within two points (the papers' own 4x deltas are < 1 point)
 ARITH = "arithmetic-chain exact match (stand-in for GSM8K / MATH-500)"
 CLOZE = "cloze multiple choice (stand-in for the MC suite)"
+TABLE4_SOURCE_NOTE = ARITH + ", unless on_policy.benchmark runs MATH-500 itself (Table 4's `source` column says which)"
 
 CLAIMS: list[Claim] = []
 
@@ -171,18 +172,18 @@ register_claim(Claim(
 register_claim(Claim(
     "lla-t4-on-policy-helps-4x", "LLA", "Table 4", "At 4x, on-policy distillation raises accuracy over off-policy",
     f"MATH-500 {TABLE4[4.0]['on']} vs {TABLE4[4.0]['off']}",
-    cell("table4", "em_on", "n_arith", budget="4x"), ">=", 0, minus=cell("table4", "em_off", "n_arith", budget="4x"),
-    stand_in=ARITH))
+    cell("table4", "em_on", "n_items", budget="4x"), ">=", 0, minus=cell("table4", "em_off", "n_items", budget="4x"),
+    stand_in=TABLE4_SOURCE_NOTE))
 register_claim(Claim(
     "lla-t4-on-policy-answers-4x", "LLA", "Table 4", "At 4x, on-policy distillation lowers the no-answer rate",
     f"no answer {TABLE4[4.0]['no_answer_on']} vs {TABLE4[4.0]['no_answer_off']}",
-    cell("table4", "no_answer_on", "n_arith", budget="4x"), "<=", 0,
-    minus=cell("table4", "no_answer_off", "n_arith", budget="4x"), stand_in=ARITH))
+    cell("table4", "no_answer_on", "n_items", budget="4x"), "<=", 0,
+    minus=cell("table4", "no_answer_off", "n_items", budget="4x"), stand_in=TABLE4_SOURCE_NOTE))
 register_claim(Claim(
     "lla-t4-on-policy-hurts-21x", "LLA", "Table 4", "At 21.33x, on-policy distillation no longer helps accuracy",
     f"MATH-500 {TABLE4[21.33]['on']} vs {TABLE4[21.33]['off']}",
-    cell("table4", "em_on", "n_arith", budget="21.33x"), "<=", 0,
-    minus=cell("table4", "em_off", "n_arith", budget="21.33x"), stand_in=ARITH))
+    cell("table4", "em_on", "n_items", budget="21.33x"), "<=", 0,
+    minus=cell("table4", "em_off", "n_items", budget="21.33x"), stand_in=TABLE4_SOURCE_NOTE))
 
 # ---- LLA, Table 5 / Table 13: serving
 register_claim(Claim(

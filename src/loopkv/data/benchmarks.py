@@ -187,15 +187,38 @@ def _gsm8k(src: Sources) -> list[dict]:
             for d in src.oe_eval_docs("gsm8k", "gold_bpb_5shot")]
 
 
+def _math_row(d: dict, where: str) -> dict:
+    gold = last_boxed(d["solution"])
+    if gold is None:
+        raise LoopKVError(f"{where} has no boxed answer in its solution")
+    prompt = f"Problem:\n{d['problem']}\n\nSolution:"
+    return {"prompt": prompt, "answer": gold, "shot": f"{prompt} {d['solution']}",   # worked example
+            "level": str(d.get("level")), "type": str(d.get("type"))}
+
+
 def _math500(src: Sources) -> list[dict]:
-    rows = []
-    for d in src.oe_eval_docs("minerva_math_500", "gold_bpb_0shot"):
-        gold = last_boxed(d["solution"])
-        if gold is None:
-            raise LoopKVError(f"MATH-500 problem {d['index']} has no boxed answer in its solution")
-        prompt = f"Problem:\n{d['problem']}\n\nSolution:"
-        rows.append({"prompt": prompt, "answer": gold, "shot": f"{prompt} {d['solution']}",   # worked example
-                     "level": str(d.get("level")), "type": str(d.get("type"))})
+    return [_math_row(d, f"MATH-500 problem {d['index']}") for d in src.oe_eval_docs("minerva_math_500", "gold_bpb_0shot")]
+
+
+MATH_SUBJECTS = ("algebra", "counting_and_probability", "geometry", "intermediate_algebra", "number_theory",
+                 "prealgebra", "precalculus")
+
+
+def _math_train(src: Sources) -> list[dict]:
+    """MATH's 4,500 test problems outside MATH-500 (the split PRM800K trains on): the 5,000 of the seven
+    subjects' files less every problem MATH-500 holds, so no prompt drawn from them is a MATH-500 item.
+    Training prompts for on-policy distillation before Table 4's MATH-500 evaluation."""
+    held_out = {d["problem"].strip() for d in src.oe_eval_docs("minerva_math_500", "gold_bpb_0shot")}
+    rows, dropped = [], 0
+    for subject in MATH_SUBJECTS:
+        for d in src.oe_eval_docs(f"minerva_math_{subject}", "gold_bpb_0shot"):
+            if d["problem"].strip() in held_out:
+                dropped += 1
+                continue
+            rows.append(_math_row(d, f"MATH {subject} problem {d['index']}"))
+    if dropped != len(held_out):
+        raise LoopKVError(f"MATH's subject files hold {dropped} of MATH-500's {len(held_out)} problems, not all: "
+                          f"they are not the MATH test split MATH-500 was drawn from")
     return rows
 
 
@@ -252,6 +275,7 @@ BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (
     Benchmark("bbh_gen", "bbh", _bbh_gen),                # BBH's 3-shot generated exact match
     Benchmark("gsm8k", "gsm8k", _gsm8k),
     Benchmark("math500", "math", _math500),
+    Benchmark("math_train", "math", _math_train),          # MATH less MATH-500: on-policy training prompts
     Benchmark("humaneval", "code", _humaneval),
     Benchmark("mbpp", "code", _mbpp),
 )}

@@ -93,8 +93,9 @@ def model_fingerprint(prov_inputs: dict, served: dict, names=("teacher", "codec"
 def _lm_eval_shard(job) -> None:
     import tempfile
 
+    from loopkv.errors import LoopKVError
     from loopkv.eval.lm_model import LoopKVLM
-    from loopkv.eval.lm_runner import run_task, select_docs, shard_docs
+    from loopkv.eval.lm_runner import group_selection, run_task, select_docs, shard_docs
     from loopkv.eval.lm_tasks import PREFIX, get_lm_task, split_task_id, task_config, task_name
     from loopkv.eval.method_model import load_method_model
     from loopkv.utils.atomic import read_jsonl
@@ -110,6 +111,24 @@ def _lm_eval_shard(job) -> None:
         # every method and shard draws the same random numbers for a document (the seed is the entry's)
         seed = sampling.get("seed")
         sampling = {**sampling, "seed": derive_seed(job.seed, "lm-eval-sampling", data) if seed is None else seed}
+    # the selection first (no model needed): every shard computes the same one and takes its share
+    rows = read_jsonl(Path(args.data, "test.jsonl"), "task data")
+    total, per_group, groups = len(rows), settings.get("max_docs_per_group"), None
+    if per_group is not None:
+        if task.shot_group is None:
+            raise LoopKVError(f"task {data!r}: its documents have no groups, so max_docs_per_group cannot apply")
+        missing = next((i for i, r in enumerate(rows) if r.get(task.shot_group) is None), None)
+        if missing is not None:
+            raise LoopKVError(f"task {data!r}: document {missing} has no {task.shot_group!r}, which "
+                              f"max_docs_per_group samples by (rebuild its data with `loopkv data-bench`)")
+        groups = [r[task.shot_group] for r in rows]
+    selection = select_docs(total, settings.get("max_docs"), derive_seed(job.seed, "lm-eval", task.data),
+                            max_docs_per_group=per_group, groups=groups)
+    if len(selection) < args.shards:
+        # lm-eval reads an empty document list as "every document": a shard must hold one
+        raise LoopKVError(f"task {tid!r}: {args.shards} shards, but {len(selection)} documents are selected "
+                          f"(lm_eval.tasks entry {tid}: lower its shards to at most {len(selection)})")
+    docs = shard_docs(selection, args.shard, args.shards)
     served = load_method_model(args.teacher, args.method, args.budget, job.cfg["methods"],
                                job.cfg["model"]["dtype"], codec_path=args.codec, student_dir=args.student,
                                device=job.device)
@@ -118,9 +137,6 @@ def _lm_eval_shard(job) -> None:
     cfg = task_config(task_name(data), args.data, settings.get("max_gen_toks"), served.tokenizer,
                       shots=settings.get("shots") or 0, shot_seed=derive_seed(job.seed, "lm-eval-shots", task.data),
                       work_dir=shots_dir.name, sampling=sampling)
-    total = len(read_jsonl(Path(args.data, "test.jsonl"), "task data"))
-    selection = select_docs(total, settings.get("max_docs"), derive_seed(job.seed, "lm-eval", task.data))
-    docs = shard_docs(selection, args.shard, args.shards)
     cache_db = None
     if args.cache_dir:
         # one sqlite file per (model weights, task, shard): concurrent shards never share a writer
@@ -134,7 +150,10 @@ def _lm_eval_shard(job) -> None:
         result = run_task(lm, cfg, docs, cache_db=cache_db, seed=derive_seed(job.seed, "lm-eval-run", task.data))
     result.update({"task_id": tid, "variant": variant, "shots": settings.get("shots") or 0, "shard": args.shard, "shards": args.shards, "selection": selection, "total_docs": total,
                    "method": args.method, "budget": args.budget, "setting": served.setting,
-                   "headline": task.metric, "provenance": prov.block()})
+                   "codec_training": served.codec_training, "headline": task.metric, "provenance": prov.block()})
+    if per_group is not None:   # what each group gave: {group: [selected, documents]}
+        result["per_group"] = {"field": task.shot_group, "max_docs_per_group": per_group,
+                               "groups": group_selection(selection, groups)}
     write_json(args.out, result)
 
 
@@ -156,11 +175,18 @@ def _lm_eval_merge(job) -> None:
     for s in shards:
         s.setdefault("shots", 0)   # a shard written before few-shot prompts existed was zero-shot
         s.setdefault("variant", None)   # ... and before variants, the benchmark's one way of running
-    for key in ("method", "budget", "setting", "headline", "total_docs", "shots", "variant"):
+        # ... and before on-policy codecs were served, a codec was the off-policy one
+        s.setdefault("codec_training", "off_policy" if "codec" in s["provenance"].get("inputs", {}) else None)
+    for key in ("method", "budget", "setting", "headline", "total_docs", "shots", "variant", "codec_training"):
         values = {json.dumps(s[key], sort_keys=True) for s in shards}
         if len(values) != 1:
             raise LoopKVError(f"shards disagree on {key}: {sorted(values)}")
         merged[key] = shards[0][key]
+    per_group = {json.dumps(s.get("per_group"), sort_keys=True) for s in shards}   # a per-group selection's record
+    if len(per_group) != 1:
+        raise LoopKVError(f"shards disagree on per_group: {sorted(per_group)}")
+    if shards[0].get("per_group") is not None:
+        merged["per_group"] = shards[0]["per_group"]
     merged["task_id"] = shards[0].get("task_id", merged["task"].removeprefix("loopkv_"))
     merged["provenance"] = {"merged_from": {p: s["provenance"] for p, s in zip(args.shards, shards)}}
     write_json(args.out, merged)

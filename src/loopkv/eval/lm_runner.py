@@ -22,11 +22,42 @@ import tempfile
 from loopkv.errors import LoopKVError
 
 
-def select_docs(total: int, max_docs: int | None, seed: int) -> list[int]:
-    """The documents evaluated: all, or a seeded sample of `max_docs` (in document order)."""
+def select_docs(total: int, max_docs: int | None, seed: int, max_docs_per_group: int | None = None,
+                groups: list | None = None) -> list[int]:
+    """The documents evaluated, in document order: all, a seeded sample of `max_docs`, or, with
+    `max_docs_per_group`, a seeded sample of that many from each group (`groups[i]`: document i's
+    group, e.g. BBH's subtask; all of a smaller group). The same (seed, documents) give the same
+    selection in every shard; a group's sample is seeded by (seed, group) alone."""
+    if max_docs_per_group is not None:
+        if max_docs is not None:
+            raise LoopKVError("max_docs and max_docs_per_group cannot both be set")
+        if groups is None or len(groups) != total:
+            raise LoopKVError(f"max_docs_per_group needs the group of each of the {total} documents")
+        return sorted(i for group, members in doc_groups(groups).items()
+                      for i in _group_sample(group, members, max_docs_per_group, seed))
     if max_docs is None or max_docs >= total:
         return list(range(total))
     return sorted(random.Random(seed).sample(range(total), max_docs))
+
+
+def doc_groups(groups: list) -> dict:
+    """{group: its documents' indices, in document order}, groups in order of first appearance."""
+    members: dict = {}
+    for i, g in enumerate(groups):
+        members.setdefault(g, []).append(i)
+    return members
+
+
+def _group_sample(group, members: list[int], n: int, seed: int) -> list[int]:
+    if n >= len(members):
+        return list(members)
+    return random.Random(f"loopkv-docs:{seed}:{json.dumps(group, sort_keys=True)}").sample(members, n)
+
+
+def group_selection(selection: list[int], groups: list) -> dict:
+    """{group: [documents selected, documents]}: what a per-group selection took from each group."""
+    chosen = set(selection)
+    return {g: [sum(i in chosen for i in members), len(members)] for g, members in doc_groups(groups).items()}
 
 
 def shard_docs(selection: list[int], shard: int, shards: int) -> list[int]:

@@ -19,6 +19,7 @@ class MethodModel:
     cache_factory: Callable           # a fresh cache of the method per call
     codec: torch.nn.Module | None
     read_path: str | None
+    codec_training: str | None = None   # a codec's: off_policy (distill) or on_policy (distill-on-policy)
 
     @property
     def label(self) -> str:
@@ -43,16 +44,17 @@ def load_method_model(teacher_dir, method: str, budget: str, methods_cfg: dict, 
     if (method == "melt") != bool(student_dir):
         raise LoopKVError("a student (a MELT model) goes with method melt, and melt needs one")
     model = load_melt(student_dir, dtype, device=device) if student_dir else teacher
-    codec = None
+    codec, training = None, None
     if method in codec_methods():
         if not codec_path:
             raise LoopKVError(f"{method} needs a codec (a distilled codec from `loopkv distill`)")
         saved = read_codec_file(codec_path, setting)
         codec = load_codec(setting, teacher.config, saved["codec_state"], f"codec {codec_path}")
         codec = codec.to(device=device, dtype=teacher.dtype)
+        training = "on_policy" if saved.get("on_policy") else "off_policy"
     elif codec_path:
         raise LoopKVError(f"{method} takes no codec (only {', '.join(codec_methods())} do)")
     # only methods with read paths have one (their slice holds methods.read_path; no other slice does)
     read_path = methods_cfg["read_path"] if method in read_path_methods() else None
     factory = cache_factory(setting, model.config, codec, read_path=read_path)
-    return MethodModel(teacher, model, tokenizer, setting, factory, codec, read_path)
+    return MethodModel(teacher, model, tokenizer, setting, factory, codec, read_path, training)

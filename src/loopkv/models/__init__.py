@@ -1,11 +1,12 @@
-"""The looped LM. Importing modeling_ouro (or any model class from here, e.g.
-`from loopkv.models import OuroForCausalLM`) registers model type "ouro" with transformers' Auto
-classes. The names resolve on first use, so that a model-free command importing, say,
+"""The looped LMs. Importing modeling_ouro / modeling_huginn (or any model class from here, e.g.
+`from loopkv.models import OuroForCausalLM`) registers model type "ouro" / "huginn_raven" with
+transformers' Auto classes. The names resolve on first use, so that a model-free command importing, say,
 loopkv.models.commands starts without torch and transformers."""
 import importlib
 
 _HOMES = {"OuroConfig": "configuration_ouro", "OuroModel": "modeling_ouro", "OuroForCausalLM": "modeling_ouro",
-          "exit_distribution": "modeling_ouro"}
+          "exit_distribution": "modeling_ouro",
+          "HuginnConfig": "configuration_huginn", "HuginnForCausalLM": "modeling_huginn"}
 
 __all__ = list(_HOMES)
 

@@ -25,6 +25,7 @@ from transformers import AutoModel, AutoModelForCausalLM, GenerationMixin, PreTr
 from transformers.modeling_outputs import ModelOutput
 
 from loopkv.cache import LoopCache, make_cache
+from loopkv.models.cache_generation import LoopCacheGeneration
 from loopkv.models.configuration_ouro import OuroConfig
 from loopkv.models.melt_gate import MeltGate
 from loopkv.models.rope import Rotary, apply_rope
@@ -231,7 +232,7 @@ class OuroCausalLMOutput(ModelOutput):
     exit_step: torch.Tensor | None = None  # (B, L) loop whose logits were returned
 
 
-class OuroForCausalLM(OuroPreTrainedModel, GenerationMixin):
+class OuroForCausalLM(OuroPreTrainedModel, LoopCacheGeneration, GenerationMixin):
     def __init__(self, config: OuroConfig):
         super().__init__(config)
         self.model = OuroModel(config)
@@ -293,16 +294,6 @@ class OuroForCausalLM(OuroPreTrainedModel, GenerationMixin):
             return reached.float().argmax(-1)
         return None
 
-    # -- generation -------------------------------------------------------------------------
-    def _prepare_cache_for_generation(self, generation_config, model_kwargs, *args, **kwargs):
-        """Build the configured LoopCache (the teacher's full cache by default) instead of HF's."""
-        cache = model_kwargs.get("cache")
-        if cache is not None:
-            cache._is_user_defined = True
-            return
-        if generation_config.use_cache is False:
-            return
-        model_kwargs["cache"] = make_cache(self.config.kv_method, self.config)
 
 
 def exit_distribution(gate_logits: torch.Tensor) -> torch.Tensor:

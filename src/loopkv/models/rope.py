@@ -1,15 +1,22 @@
-"""Rotary position embedding, non-interleaved (rotate-half) form, as Ouro uses it."""
+"""Rotary position embedding in its two layouts: rotate-half (Ouro: dim i pairs with i + d/2) and
+interleaved (Huginn: dims 2i and 2i+1 pair, the complex-number form). Frequency i is
+theta^(-2i/d) in both; only which dims a pair rotates differs."""
 from __future__ import annotations
 
 import torch
+
+ROPE_STYLES = ("rotate_half", "interleaved")
 
 
 class Rotary:
     """cos/sin tables for given positions; no parameters, so caches and the model can each hold one."""
 
-    def __init__(self, head_dim: int, theta: float):
+    def __init__(self, head_dim: int, theta: float, style: str = "rotate_half"):
+        if style not in ROPE_STYLES:
+            raise ValueError(f"rope style must be one of {ROPE_STYLES}, got {style!r}")
         self.head_dim = head_dim
         self.theta = float(theta)
+        self.style = style
 
     def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """positions (B, L) -> cos, sin of shape (B, 1, L, head_dim), broadcast over heads."""
@@ -17,8 +24,17 @@ class Rotary:
         exponents = torch.arange(0, self.head_dim, 2, dtype=torch.float64, device=positions.device) / self.head_dim
         inv_freq = (1.0 / self.theta**exponents).to(torch.float32)
         freqs = positions.to(torch.float32)[..., None] * inv_freq
-        emb = torch.cat([freqs, freqs], dim=-1)[:, None]
+        if self.style == "rotate_half":
+            emb = torch.cat([freqs, freqs], dim=-1)[:, None]
+        else:
+            emb = freqs.repeat_interleave(2, dim=-1)[:, None]
         return emb.cos().to(dtype), emb.sin().to(dtype)
+
+    def apply(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """x (B, H, L, d) rotated by this style's (B, 1, L, d) tables."""
+        if self.style == "rotate_half":
+            return apply_rope(x, cos, sin)
+        return x * cos + rotate_pairs(x) * sin
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -26,6 +42,12 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
 
 
+def rotate_pairs(x: torch.Tensor) -> torch.Tensor:
+    """(x0, x1, x2, x3, ...) -> (-x1, x0, -x3, x2, ...): the interleaved layout's quarter turn."""
+    pairs = x.unflatten(-1, (-1, 2))
+    return torch.stack([-pairs[..., 1], pairs[..., 0]], dim=-1).flatten(-2)
+
+
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x (B, H, L, d) rotated by the (B, 1, L, d) tables."""
+    """x (B, H, L, d) rotated by the (B, 1, L, d) rotate-half tables."""
     return x * cos + rotate_half(x) * sin

@@ -1,4 +1,4 @@
-"""Subcommands: table1, table7, check-agreement, fig8, table4-fig7, melt-table, melt-vs-lla, fig-memory."""
+"""Subcommands: table1, table7, melt-table1, check-agreement, fig8, table4-fig7, melt-table, melt-vs-lla, fig-memory."""
 from __future__ import annotations
 
 import json
@@ -34,6 +34,12 @@ TABLE7 = JobSpec(
     inputs=(Arg("results", "lm-eval-merge JSONs (one per model and task)", kind="paths"),),
     outputs=_table_files("pdf", "csv", "tex"))
 
+MELT_TABLE1 = JobSpec(
+    "melt-table1", "MELT Table 1 (its benchmarks) from merged lm-eval results of the teacher and MELT",
+    inputs=(Arg("results", "lm-eval-merge JSONs of full/1x and melt/<its budget> on MELT Table 1's benchmarks "
+                           "(any order)", kind="paths"),),
+    outputs=_table_files("pdf", "csv", "tex"))
+
 CHECK_AGREEMENT = JobSpec(
     "check-agreement", "fail when Table 1 and the lm-eval suite disagree on one measurement",
     inputs=(Arg("pairs", "method-eval quality.json, then the same (method, budget)'s lm-eval-merge JSON of a "
@@ -65,7 +71,12 @@ TABLE4_FIG7 = JobSpec(
             Arg("off", "off-policy quality.json per budget, in order", kind="paths"),
             Arg("on", "on-policy quality.json per budget, same order", kind="paths"),
             Arg("off-curves", "off-policy distill curve.json per budget", kind="paths"),
-            Arg("on-curves", "on-policy curve.json per budget", kind="paths")),
+            Arg("on-curves", "on-policy curve.json per budget", kind="paths"),
+            # on a benchmark (on_policy.benchmark): every accuracy from its merged lm-eval results
+            Arg("bench-teacher", "the teacher's merged lm-eval result of the benchmark", required=False),
+            Arg("bench-off", "off-policy codecs' merged lm-eval results, per budget in order", kind="paths", required=False),
+            Arg("bench-on", "on-policy codecs' merged lm-eval results, same order", kind="paths", required=False),
+            Arg("tokenizer", "the teacher's directory: its tokenizer counts the generated tokens", required=False)),
     outputs=_table_files("table-pdf", "table-csv", "table-tex", "fig-pdf", "fig-png", "fig-json"))
 
 MELT_TABLE = JobSpec(
@@ -92,7 +103,8 @@ FIG_MEMORY = JobSpec(
 
 
 def register(sub) -> None:
-    for spec, body in ((TABLE1, _table1), (TABLE7, _table7), (CHECK_AGREEMENT, _check_agreement),
+    for spec, body in ((TABLE1, _table1), (TABLE7, _table7), (MELT_TABLE1, _melt_table1),
+                       (CHECK_AGREEMENT, _check_agreement),
                        (TABLE5, _table5), (TABLE13, _table13), (FIG8, _fig8), (TABLE4_FIG7, _table4_fig7),
                        (MELT_TABLE, _melt_table), (MELT_VS_LLA, _melt_vs_lla), (FIG_MEMORY, _fig_memory)):
         add_command(sub, spec, body)
@@ -110,25 +122,58 @@ def _table4_fig7(job) -> None:
         return read_json(Path(quality_path).with_name("quality_samples.json"), "samples result", {"samples": dict})
 
     args, bin_tokens, dpi = job.args, job.cfg["on_policy"]["exposure_bin_tokens"], job.cfg["report"]["dpi"]
-    teacher = read_json(args.teacher_samples, "samples result", {"samples": dict})
+    budgets = len(args.off)
+    if args.bench_teacher:
+        outcomes, source, shots = _benchmark_outcomes(args, budgets)
+    else:
+        if args.bench_off or args.bench_on or args.tokenizer:
+            raise LoopKVError("--bench-off / --bench-on / --tokenizer go with --bench-teacher (Table 4 on a benchmark)")
+        teacher = exposure.arithmetic_outcomes(read_json(args.teacher_samples, "samples result", {"samples": dict}))
+        outcomes = (teacher, [exposure.arithmetic_outcomes(samples_of(p)) for p in args.off],
+                    [exposure.arithmetic_outcomes(samples_of(p)) for p in args.on])
+        source, shots = exposure.ARITHMETIC, None
+    teacher, off_outcomes, on_outcomes = outcomes
     cells = []
-    for off, on, off_curve, on_curve in zip(args.off, args.on, args.off_curves, args.on_curves, strict=True):
-        cells.append({"off": _metrics(off), "on": _metrics(on),
-                      "off_samples": exposure.arithmetic_samples(samples_of(off)),
-                      "on_samples": exposure.arithmetic_samples(samples_of(on)),
-                      "off_curve": read_json(off_curve, "curve", {}),
-                      "on_curve": read_json(on_curve, "curve", {})})
-    rows = exposure.table_rows(cells, teacher)
+    for off, on, off_o, on_o, off_curve, on_curve in zip(args.off, args.on, off_outcomes, on_outcomes, args.off_curves,
+                                                         args.on_curves, strict=True):
+        cells.append({"off": _metrics(off), "on": _metrics(on), "off_samples": off_o, "on_samples": on_o,
+                      "off_curve": read_json(off_curve, "curve", {}), "on_curve": read_json(on_curve, "curve", {})})
+    rows = exposure.table_rows(cells, teacher, source)
     title = "LLA Table 4, off- vs on-policy distillation: our measurements (left) beside the paper's (right)"
     with atomic_path(args.table_pdf) as pdf, atomic_path(args.table_csv) as csv_path, atomic_path(args.table_tex) as tex:
-        tables.write_all(rows, exposure.SPEC, exposure.table_note(rows), title, pdf, csv_path, tex)
-    teacher_curve = exposure.exposure_curve(exposure.arithmetic_samples(teacher), bin_tokens)
+        tables.write_all(rows, exposure.table_spec(source), exposure.table_note(rows, shots), title, pdf, csv_path, tex)
+    teacher_curve = exposure.exposure_curve(teacher, bin_tokens)
     curves = [{"budget": c["off"]["budget"], "teacher": teacher_curve,
                "off": exposure.exposure_curve(c["off_samples"], bin_tokens),
                "on": exposure.exposure_curve(c["on_samples"], bin_tokens)} for c in cells]
     with atomic_path(args.fig_pdf) as pdf, atomic_path(args.fig_png) as png:
-        exposure.plot_exposure(curves, bin_tokens, pdf, png, dpi)
-    write_json(args.fig_json, {"bin_tokens": bin_tokens, "curves": curves})
+        exposure.plot_exposure(curves, bin_tokens, pdf, png, dpi, source)
+    write_json(args.fig_json, {"bin_tokens": bin_tokens, "source": source, "curves": curves})
+
+
+def _benchmark_outcomes(args, budgets: int):
+    """(teacher, off per budget, on per budget) outcomes, the task id and its shots, from lm-eval results."""
+    from loopkv.data.tokenizer import load_tokenizer
+    from loopkv.report import exposure
+
+    if len(args.bench_off) != budgets or len(args.bench_on) != budgets or not args.tokenizer:
+        raise LoopKVError(f"Table 4 on a benchmark needs --bench-off and --bench-on for each of the {budgets} "
+                          f"budgets and --tokenizer (got {len(args.bench_off)}, {len(args.bench_on)})")
+    tokenizer = load_tokenizer(args.tokenizer)
+
+    def count(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    results = {p: read_json(p, "lm-eval result", {"samples": list, "headline": str, "task_id": str})
+               for p in [args.bench_teacher, *args.bench_off, *args.bench_on]}
+    tasks = {(r["task_id"], r.get("shots", 0)) for r in results.values()}
+    if len(tasks) != 1:
+        raise LoopKVError(f"Table 4's lm-eval results are of different tasks or shots: {sorted(tasks)}")
+    (source, shots), = tasks
+    teacher = exposure.benchmark_outcomes(results[args.bench_teacher], count, args.bench_teacher, None)
+    off = [exposure.benchmark_outcomes(results[p], count, p, "off_policy") for p in args.bench_off]
+    on = [exposure.benchmark_outcomes(results[p], count, p, "on_policy") for p in args.bench_on]
+    return (teacher, off, on), source, shots
 
 
 def _fig8(job) -> None:
@@ -174,6 +219,16 @@ def _table7(job) -> None:
     title = "LLA Table 7, the broad suite through lm-eval: our measurements (left) beside the paper's (right)"
     with atomic_path(args.pdf) as pdf, atomic_path(args.csv) as csv_path, atomic_path(args.tex) as tex:
         tables.write_all(rows, table7.spec(rows), table7.note(rows), title, pdf, csv_path, tex)
+
+
+def _melt_table1(job) -> None:
+    from loopkv.report import melt_table1, tables
+
+    args = job.args
+    rows = melt_table1.build_rows([read_json(p, "lm-eval result", BENCHMARK_FIELDS) for p in args.results],
+                                  sources=list(args.results))
+    with atomic_path(args.pdf) as pdf, atomic_path(args.csv) as csv_path, atomic_path(args.tex) as tex:
+        tables.write_all(rows, melt_table1.spec(rows), melt_table1.note(rows), melt_table1.TITLE, pdf, csv_path, tex)
 
 
 def _check_agreement(job) -> None:

@@ -1,7 +1,9 @@
 """Off- vs on-policy distillation: LLA Table 4 (accuracy and no-answer rate per compression ratio) and
 Figure 7 (exposure curves: accuracy and no-answer rate binned by generated length; teacher vs
-off-policy vs on-policy students). Our reasoning task is the arithmetic chains (the paper's is
-MATH-500): a sample has no answer when its output holds no "#### N"."""
+off-policy vs on-policy students). Two sources of the outcomes, one table: the arithmetic chains of the
+method evaluations (the embedded default; no answer = no "#### N" in the output), or a benchmark
+through lm-eval, as the paper (on_policy.benchmark: MATH-500; no answer = nothing extractable, the
+task's own `no_answer`; generated length = the scored output's tokens, re-encoded)."""
 from __future__ import annotations
 
 import matplotlib
@@ -10,50 +12,87 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from loopkv.data.tasks.arithmetic import extract_final_answer  # noqa: E402
+from loopkv.errors import LoopKVError  # noqa: E402
 from loopkv.report import tables  # noqa: E402
 from loopkv.report.paper_values import TABLE4, TABLE4_SOURCE  # noqa: E402
 
-SPEC = tables.TableSpec(
-    columns=[("method", "method"), ("budget", "budget"), ("ratio", "ratio"),
-             ("em_off", "arith EM\noff-policy"), ("em_on", "arith EM\non-policy"),
-             ("no_answer_off", "no answer\noff-policy"), ("no_answer_on", "no answer\non-policy"),
-             ("kl_off", "KL streamed\noff-policy"), ("kl_on", "KL streamed\non-policy"),
-             ("paper_off", "paper\noff-policy"), ("paper_on", "paper\non-policy"),
-             ("paper_no_answer_off", "paper no ans.\noff-policy"), ("paper_no_answer_on", "paper no ans.\non-policy")],
-    csv_extra=["n_arith", "teacher_em", "teacher_no_answer", "on_policy_steps", "window_kl_off", "window_kl_on",
-               "on_policy_kl_start", "on_policy_kl_best", "on_policy_best_step"],
-    width=19, proportions={k: "n_arith" for k in ("em_off", "em_on", "no_answer_off", "no_answer_on")})
+ARITHMETIC = "arithmetic"
+NAMES = {"math500": "MATH-500", "gsm8k": "GSM8K"}   # the benchmarks Table 4 can read (config.ON_POLICY_BENCHMARKS)
+LABELS = {ARITHMETIC: "arith EM", "math500": "MATH-500 acc.", "gsm8k": "GSM8K EM"}
 
 
-def arithmetic_samples(quality_samples: dict) -> list[dict]:
-    return quality_samples["samples"]["arithmetic"]
+def table_spec(source: str) -> tables.TableSpec:
+    """Table 4's columns, the accuracy headed by its source (arithmetic chains or a benchmark)."""
+    label = LABELS.get(source.split("-")[0], f"{source} acc.")
+    return tables.TableSpec(
+        columns=[("method", "method"), ("budget", "budget"), ("ratio", "ratio"),
+                 ("em_off", f"{label}\noff-policy"), ("em_on", f"{label}\non-policy"),
+                 ("no_answer_off", "no answer\noff-policy"), ("no_answer_on", "no answer\non-policy"),
+                 ("kl_off", "KL streamed\noff-policy"), ("kl_on", "KL streamed\non-policy"),
+                 ("paper_off", "paper\noff-policy"), ("paper_on", "paper\non-policy"),
+                 ("paper_no_answer_off", "paper no ans.\noff-policy"), ("paper_no_answer_on", "paper no ans.\non-policy")],
+        csv_extra=["source", "n_items", "teacher_em", "teacher_no_answer", "on_policy_steps", "window_kl_off",
+                   "window_kl_on", "on_policy_kl_start", "on_policy_kl_best", "on_policy_best_step"],
+        width=19, proportions={k: "n_items" for k in ("em_off", "em_on", "no_answer_off", "no_answer_on")})
 
 
-def rates(samples: list[dict]) -> dict:
-    n = len(samples)
-    return {"em": sum(s["correct"] for s in samples) / n,
-            "no_answer": sum(extract_final_answer(s["output"]) is None for s in samples) / n, "n": n}
+SPEC = table_spec(ARITHMETIC)   # the embedded default's
 
 
-def exposure_curve(samples: list[dict], bin_tokens: int) -> list[dict]:
+def arithmetic_outcomes(quality_samples: dict) -> list[dict]:
+    """Per item {id, correct, no_answer, n_generated} from a method evaluation's arithmetic samples."""
+    return [{"id": s.get("id", i), "correct": bool(s["correct"]), "no_answer": extract_final_answer(s["output"]) is None,
+             "n_generated": s["n_generated"]} for i, s in enumerate(quality_samples["samples"]["arithmetic"])]
+
+
+def benchmark_outcomes(result: dict, count_tokens, where: str, training: str | None) -> list[dict]:
+    """Per document {id, correct, no_answer, n_generated} from a merged greedy lm-eval result; `training`:
+    the codec it must have served (off_policy / on_policy; None: the teacher, no codec)."""
+    if result.get("samples_per_doc", 1) != 1:
+        raise LoopKVError(f"{where}: a sampled result ({result['samples_per_doc']} samples a document); "
+                          f"Table 4 reads greedy runs")
+    if result.get("codec_training") != training:
+        raise LoopKVError(f"{where}: served {result.get('codec_training') or 'no'} codec, Table 4 expects "
+                          f"{training or 'none (the teacher)'} here")
+    headline = result["headline"]
+    out = []
+    for s in result["samples"]:
+        for key in (headline, "no_answer", "output"):
+            if key not in s:
+                raise LoopKVError(f"{where}: document {s.get('doc_id')} has no {key!r}")
+        out.append({"id": s["doc_id"], "correct": s[headline] == 1.0, "no_answer": s["no_answer"] == 1.0,
+                    "n_generated": count_tokens(s["output"])})
+    return out
+
+
+def rates(outcomes: list[dict]) -> dict:
+    n = len(outcomes)
+    return {"em": sum(o["correct"] for o in outcomes) / n, "no_answer": sum(o["no_answer"] for o in outcomes) / n, "n": n}
+
+
+def exposure_curve(outcomes: list[dict], bin_tokens: int) -> list[dict]:
     """Accuracy and no-answer rate per generated-length bin [lo, lo + bin_tokens)."""
     bins: dict[int, list[dict]] = {}
-    for s in samples:
-        bins.setdefault(s["n_generated"] // bin_tokens * bin_tokens, []).append(s)
+    for o in outcomes:
+        bins.setdefault(o["n_generated"] // bin_tokens * bin_tokens, []).append(o)
     return [{"lo": lo, "hi": lo + bin_tokens, **rates(group)} for lo, group in sorted(bins.items())]
 
 
-def table_rows(cells: list[dict], teacher: dict) -> list[dict]:
-    """cells: per budget {"off": metrics, "on": metrics, "off_samples", "on_samples", "on_curve", "off_curve"}."""
-    t = rates(arithmetic_samples(teacher))
+def table_rows(cells: list[dict], teacher: list[dict], source: str = ARITHMETIC) -> list[dict]:
+    """cells: per budget {"off": metrics, "on": metrics, "off_samples", "on_samples" (outcomes), "on_curve",
+    "off_curve"}; teacher: the teacher's outcomes on the same items; source: where the outcomes come from."""
+    t, ids = rates(teacher), sorted(o["id"] for o in teacher)
     rows = []
     for c in cells:
+        for side in ("off", "on"):
+            if sorted(o["id"] for o in c[f"{side}_samples"]) != ids:
+                raise LoopKVError(f"Table 4 at {c['off']['budget']}: the {side}-policy {source} items are not the teacher's")
         off, on = rates(c["off_samples"]), rates(c["on_samples"])
         paper = TABLE4.get(round(c["off"]["setting"]["ratio"], 2), {})
         rows.append({"method": c["off"]["method"], "budget": c["off"]["budget"], "ratio": c["off"]["setting"]["ratio"],
                      "em_off": off["em"], "em_on": on["em"], "no_answer_off": off["no_answer"],
                      "no_answer_on": on["no_answer"], "kl_off": c["off"]["fidelity"]["kl"],
-                     "kl_on": c["on"]["fidelity"]["kl"], "n_arith": off["n"], "teacher_em": t["em"],
+                     "kl_on": c["on"]["fidelity"]["kl"], "source": source, "n_items": off["n"], "teacher_em": t["em"],
                      "teacher_no_answer": t["no_answer"], "on_policy_steps": c["on_curve"]["curve"]["train"][-1]["step"],
                      # teacher-forced KL on validation windows (off-policy's selection metric) before / after
                      "window_kl_off": c["off_curve"]["best"]["kl"], "window_kl_on": c["on_curve"]["best"]["window_kl"],
@@ -66,9 +105,16 @@ def table_rows(cells: list[dict], teacher: dict) -> list[dict]:
         "method": "lla", "budget": tables.NOT_RUN, "ratio": ratio, **{f"paper_{k}": v for k, v in paper.items()}})
 
 
-def table_note(rows: list[dict]) -> str:
-    return (f"Arithmetic chains (exact match on '#### N', n={rows[0]['n_arith']}) stand in for MATH-500; no answer = "
-            f"no '#### N' in the output. Teacher: EM {rows[0]['teacher_em']:.3f}, no answer "
+def source_note(source: str, n: int, shots: int | None = None) -> str:
+    if source == ARITHMETIC:
+        return (f"Arithmetic chains (exact match on '#### N', n={n}) stand in for MATH-500; no answer = "
+                f"no '#### N' in the output.")
+    return (f"{NAMES.get(source.split('-')[0], source)} through lm-eval (greedy, n={n} documents"
+            f"{f', {shots}-shot' if shots else ''}); no answer = nothing extractable from the output.")
+
+
+def table_note(rows: list[dict], shots: int | None = None) -> str:
+    return (f"{source_note(rows[0]['source'], rows[0]['n_items'], shots)} Teacher: accuracy {rows[0]['teacher_em']:.3f}, no answer "
             f"{rows[0]['teacher_no_answer']:.3f}. On-policy = the off-policy codec continued for "
             f"{rows[0]['on_policy_steps']} steps on the student's own samples (Eq. 6-7). KL streamed = "
             f"decode KL to the teacher on test windows. Budget '{tables.NOT_RUN}': a paper row this configuration "
@@ -76,7 +122,7 @@ def table_note(rows: list[dict]) -> str:
 
 
 @plt.rc_context(tables.FIGURE_STYLE)
-def plot_exposure(curves: list[dict], bin_tokens: int, pdf, png, dpi: int) -> None:
+def plot_exposure(curves: list[dict], bin_tokens: int, pdf, png, dpi: int, source: str = ARITHMETIC) -> None:
     """curves: per budget {"budget", "teacher": curve, "off": curve, "on": curve}."""
     width = min(tables.TEXT_WIDTH, 1.0 + 2.4 * len(curves))   # one column per budget, at most the text width
     fig, axes = plt.subplots(2, len(curves), figsize=(width, 5.0), squeeze=False, layout="constrained")
@@ -94,14 +140,15 @@ def plot_exposure(curves: list[dict], bin_tokens: int, pdf, png, dpi: int) -> No
                 axes[row, col].errorbar(xs, values, yerr=yerr, color=colour, marker=marker, linestyle=line,
                                         capsize=2, label=names[key])
         axes[0, col].set_title(f"LLA {c['budget']}")
-        axes[0, col].set_ylabel("exact match")
+        axes[0, col].set_ylabel("exact match" if source == ARITHMETIC else "accuracy")
         axes[1, col].set_ylabel("no-answer rate")
         axes[1, col].set_xlabel(f"generated tokens (bins of {bin_tokens})")
         for ax in axes[:, col]:
             ax.set_ylim(-0.03, 1.03)
             ax.grid(alpha=0.3)
     axes[0, 0].legend()
-    fig.suptitle(tables.wrapped(f"Exposure curves: arithmetic chains binned by generated length, 95% Wilson "
+    what = "arithmetic chains" if source == ARITHMETIC else NAMES.get(source.split("-")[0], source)
+    fig.suptitle(tables.wrapped(f"Exposure curves: {what} binned by generated length, 95% Wilson "
                                 f"intervals per bin (paper: {TABLE4_SOURCE}, Figure 7)", width))
     fig.savefig(pdf, metadata={"CreationDate": None})
     fig.savefig(png, dpi=dpi)

@@ -71,6 +71,8 @@ MELT_MEMORY = {"source": "MELT paper, Section 5 (32k generated tokens)", "tokens
 # beside its teacher and other small models, by benchmark (keys are our task names) and model (keys of
 # MELT_TABLE1_MODELS). A model the paper does not report on a benchmark has no entry there.
 MELT_TABLE1_SOURCE = "MELT paper, Table 1 (pass@1 / accuracy, %; temperature 1.0, top-p 0.7, up to 32k tokens)"
+# its decoding, the source's words above as values: report/melt_table1.py prefers the run that matches
+MELT_TABLE1_DECODING = {"temperature": 1.0, "top_p": 0.7, "max_tokens": "32k"}
 MELT_TABLE1_MODELS = {"melt": "MELT-1.6B", "ouro": "Ouro-1.4B-Thinking", "qwen3_1.7b": "Qwen3-1.7B",
                       "gemma4_e2b": "Gemma4-E2B", "deepseek_r1_1.5b": "DeepSeek-R1-1.5B", "qwen3.5_2b": "Qwen3.5-2B"}
 MELT_TABLE1 = {

@@ -83,7 +83,6 @@ def _variant_cell(row: dict, r: dict, data: str) -> None:
     """A variant's cell (its own column, keyed by task id): the headline, n, shots, samples per
     document, decoding, and for a sampled run pass@1's bootstrap interval over documents."""
     from loopkv.eval.lm_tasks import task_id
-    from loopkv.stats.intervals import pass_at_k_interval
 
     tid = r.get("task_id") or task_id(data, r["variant"])
     decoding = r.get("decoding") or {"strategy": "greedy"}
@@ -91,13 +90,22 @@ def _variant_cell(row: dict, r: dict, data: str) -> None:
     row.update({f"n_{tid}": r["n"], f"shots_{tid}": r.get("shots", 0), f"samples_{tid}": r.get("samples_per_doc", 1),
                 f"decoding_{tid}": decoding_text(decoding), f"headline_{tid}": r["headline"]})
     if decoding["strategy"] == "sampling":
-        counts = [sum(s["per_sample"][r["headline"]]) for s in r["samples"]]
-        est = pass_at_k_interval([len(s["outputs"]) for s in r["samples"]], [round(c) for c in counts], 1,
-                                 level=tables.LEVEL)
-        if abs(est.value - row[tid]) > 1e-9:
-            raise LoopKVError(f"{tid} of {r['method']}/{r['budget']}: pass@1 {est.value} from its samples, "
-                             f"{row[tid]} in its metrics")
+        est = pass_at_1(r, f"{tid} of {r['method']}/{r['budget']}")
         row[f"{tid}_lo"], row[f"{tid}_hi"] = est.lo, est.hi
+
+
+def pass_at_1(r: dict, what: str):
+    """A sampled result's pass@1 (each document's share of correct samples, averaged over documents)
+    with its percentile bootstrap interval over documents, checked against the headline of its metrics."""
+    from loopkv.stats.intervals import pass_at_k_interval
+
+    counts = [sum(s["per_sample"][r["headline"]]) for s in r["samples"]]
+    est = pass_at_k_interval([len(s["outputs"]) for s in r["samples"]], [round(c) for c in counts], 1,
+                             level=tables.LEVEL)
+    reported = r["metrics"][r["headline"]]
+    if abs(est.value - reported) > 1e-9:
+        raise LoopKVError(f"{what}: pass@1 {est.value} from its samples, {reported} in its metrics")
+    return est
 
 
 def decoding_text(decoding: dict) -> str:

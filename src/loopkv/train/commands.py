@@ -37,11 +37,13 @@ DISTILL_ON_POLICY = JobSpec(
     # the report's bin width, the budget list, the method and the prompt tasks choose what is drawn and
     # run (the job gets its method and prompts as flags), not what one job computes
     reads=("seed", "on_policy", "model.dtype", MethodKeys(served=False)),
-    skip=("on_policy.exposure_bin_tokens", "on_policy.budgets", "on_policy.method", "on_policy.prompts"),
+    skip=("on_policy.exposure_bin_tokens", "on_policy.budgets", "on_policy.method", "on_policy.prompts",
+          "on_policy.benchmark"),
     wildcards=(_METHOD, _BUDGET),
     inputs=(_TEACHER, Arg("init", "the off-policy distilled codec (.pt) it starts from"),
             Arg("corpus", "corpus directory (val.txt: held-out windows)"),
-            Arg("prompts", "NAME=DIR whose train.jsonl prompts the student continues", kind="named")),
+            Arg("prompts", "NAME=DIR whose prompts the student continues: a synthetic task's train.jsonl, a "
+                           "benchmark's (math_train's) test.jsonl, its rows", kind="named")),
     outputs=_CODEC_OUT,
     threads="on_policy.threads", ranks=True, device=True, size="train", progress=True, checkpoints=True)
 
@@ -118,8 +120,8 @@ def _distill_on_policy(job) -> None:
     from loopkv.train.distill import distill_codec
     from loopkv.data.encoding import encode_prompt, encode_text
     from loopkv.data.windows import heldout_windows
-    from loopkv.train.on_policy import on_policy_batches, on_policy_heldout
-    from loopkv.utils.atomic import read_jsonl
+    from loopkv.data.benchmarks import BENCHMARKS
+    from loopkv.train.on_policy import on_policy_batches, on_policy_heldout, prompt_texts
     from loopkv.utils.seeding import derive_seed
 
     args, device, cfg = job.args, job.device, job.cfg["on_policy"]
@@ -136,10 +138,20 @@ def _distill_on_policy(job) -> None:
     view = make_cache(args.method, model.config, codec=codec)
     # the student generates through the codec being trained (full-memory read: same values, faster)
     student_cache = cache_factory(setting, model.config, codec, read_path="full")
-    prompts = [encode_prompt(tokenizer, row["prompt"]) for d in prompt_dirs.values()
-               for row in read_jsonl(Path(d, "train.jsonl"), "task data", {"prompt": str})]
+    encoded = [encode_prompt(tokenizer, text) for name, folder in prompt_dirs.items()
+               for text in prompt_texts(name, Path(folder, "test.jsonl" if name in BENCHMARKS else "train.jsonl"),
+                                        cfg["shots"], derive_seed(job.seed, "on-policy-shots", name))]
+    # a prompt that leaves no room for a generated token in the row trains nothing: left out, and counted
+    prompts = [p for p in encoded if len(p) + 1 < cfg["seq_len"]]
+    skipped = {"prompts": len(encoded), "too_long": len(encoded) - len(prompts),
+               "longest": max(map(len, encoded), default=0), "seq_len": cfg["seq_len"]}
+    if skipped["too_long"]:
+        print(f"on-policy: {skipped['too_long']} of {len(encoded)} prompts are >= on_policy.seq_len - 1 "
+              f"({cfg['seq_len'] - 1}) tokens (longest {skipped['longest']}): left out", flush=True)
     if len(prompts) <= cfg["eval_samples"]:
-        raise LoopKVError(f"on_policy.eval_samples ({cfg['eval_samples']}) leaves no training prompts of {len(prompts)}")
+        raise LoopKVError(f"on_policy.eval_samples ({cfg['eval_samples']}) leaves no training prompts of {len(prompts)}"
+                          + (f" ({skipped['too_long']} more were longer than on_policy.seq_len allows)"
+                             if skipped["too_long"] else ""))
     # the last eval_samples prompts are held out: the on-policy selection measurement continues them
     train_prompts, val_prompts = prompts[:-cfg["eval_samples"]], prompts[-cfg["eval_samples"]:]
     batches = on_policy_batches(model, student_cache, train_prompts, cfg, derive_seed(job.seed, "on-policy-data"))
@@ -154,7 +166,8 @@ def _distill_on_policy(job) -> None:
         torch.save({"setting": setting, "codec_state": result["codec_state"], "best": result["best"],
                     "on_policy": True}, tmp)
     write_json(args.curve, {"setting": setting, "best": result["best"], "curve": result["curve"],
-                            "ranks": world_size(), "init_best": saved["best"], "provenance": job.prov.block()})
+                            "ranks": world_size(), "init_best": saved["best"], "prompt_lengths": skipped,
+                            "provenance": job.prov.block()})
 
 
 def _training_rows(tokenizer, corpus: str, task_dirs: dict, cfg: dict, seed: int, section: str):

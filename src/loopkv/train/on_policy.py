@@ -6,18 +6,29 @@ matching) is taken only at the positions that drew a generated token. Off-policy
 
 It starts from the off-policy codec. The best state is chosen on-policy too: greedy continuations of
 held-out prompts by the current student, scored by the teacher at the generated positions (selecting
-by teacher-forced KL on corpus windows would keep the off-policy codec it started from). A step's prompts and its sampling seed are functions of the step
+by teacher-forced KL on corpus windows would keep the off-policy codec it started from). A step's prompts and each row's sampling seed are functions of the step (and the row: its own generator, whatever the batch)
 and the generation reads the codec's current state, so a resumed run redraws exactly what an
 uninterrupted one drew (the codec state at the resume point is the same).
 """
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import torch
 
-from loopkv.eval.generation import greedy_generate
+from loopkv.eval.generation import Sampling, generate, greedy_generate
 from loopkv.utils.seeding import derive_seed
+
+
+def prompt_texts(name: str, path, shots: int, seed: int) -> list[str]:
+    """The prompts of one set (`name`, rows at `path`), in file order: with `shots`, each begins with that
+    many worked examples of the set's other rows (eval/fewshot.py, as the evaluation's prompts do)."""
+    from loopkv.eval.fewshot import with_shots
+    from loopkv.utils.atomic import read_jsonl
+
+    rows = read_jsonl(Path(path), f"on-policy prompts {name}", {"prompt": str})
+    return [row["prompt"] for row in (with_shots(rows, shots, seed, name) if shots else rows)]
 
 
 def generated_rows(prompts: list[list[int]], generated: list[list[int]], max_new_tokens: int, eos_id: int,
@@ -44,9 +55,12 @@ def on_policy_batches(teacher, cache_factory, prompts: list[list[int]], cfg: dic
     def batch(step: int):
         rng = random.Random(derive_seed(seed, "on-policy-prompts", str(step)))
         chosen = [prompts[rng.randrange(len(prompts))] for _ in range(cfg["batch_size"])]
-        torch.manual_seed(derive_seed(seed, "on-policy-draw", str(step)))
-        generated = greedy_generate(teacher, chosen, cfg["max_new_tokens"], len(chosen), cache_factory,
-                                    temperature=cfg["temperature"])
+        if cfg["temperature"] > 0:   # row i's draw from its own generator: independent of the batch's company
+            seeds = [derive_seed(seed, "on-policy-draw", str(step), str(i)) for i in range(len(chosen))]
+            generated = generate(teacher, chosen, cfg["max_new_tokens"], len(chosen), cache_factory,
+                                 sampling=Sampling(temperature=cfg["temperature"]), seeds=seeds)
+        else:
+            generated = greedy_generate(teacher, chosen, cfg["max_new_tokens"], len(chosen), cache_factory)
         return generated_rows(chosen, generated, cfg["max_new_tokens"], config.eos_token_id,
                               config.pad_token_id, cfg["seq_len"])
 

@@ -29,7 +29,9 @@ class LMTask:
     data: str            # the benchmark or synthetic task whose test.jsonl the task reads
     template: str        # YAML template in this folder
     metric: str          # the headline metric (what tables report)
-    shot_group: str | None = None   # a row field: few-shot examples come from the item's own group (BBH's subtask)
+    # a row field, the item's group (BBH's subtask): its few-shot examples come from its own group, and
+    # an entry's max_docs_per_group samples each group
+    shot_group: str | None = None
 
     @property
     def generative(self) -> bool:
