@@ -18,7 +18,7 @@ from loopkv.models import HuginnConfig, HuginnForCausalLM
 from loopkv.models.rope import Rotary
 
 HUGINN = Path(__file__).parents[1] / "fixtures" / "huginn-tiny-reference"
-TOL = 1e-4   # float32 against the reference's float32: about 1e-6 measured
+TOL = 2e-5   # float32 against the reference's float32: <= 1.7e-6 measured (issue 23 asks for 1e-4)
 
 
 @pytest.fixture(scope="module")

@@ -87,3 +87,15 @@ def test_benchmark_table_heads_its_columns_by_the_task_and_checks_the_items(tmp_
     other = exposure.benchmark_outcomes(_lm_result([1.0] * 3, [0.0] * 3, ["a"] * 3, None), len, "t", None)
     with pytest.raises(LoopKVError, match="off-policy math500 items are not the teacher's"):
         exposure.table_rows([cell], other, "math500")
+
+
+def test_benchmark_outcomes_check_the_model_and_read_results_merged_before_codecs_were_recorded():
+    result = {**_lm_result([1.0], [0.0], ["a"], "off_policy"), "method": "lla", "budget": "4x"}
+    with pytest.raises(LoopKVError, match="a result of lla/4x, Table 4 expects lla/21.33x"):
+        exposure.benchmark_outcomes(result, len, "r.json", "off_policy", ("lla", "21.33x"))
+    old = {k: v for k, v in result.items() if k != "codec_training"}
+    old["provenance"] = {"merged_from": {"s0.json": {"inputs": {"teacher": {}, "codec": {}}}}}
+    assert exposure.served_codec(old) == "off_policy"
+    assert exposure.benchmark_outcomes(old, len, "r.json", "off_policy", ("lla", "4x"))[0]["correct"]
+    old["provenance"] = {"merged_from": {"s0.json": {"inputs": {"teacher": {}}}}}
+    assert exposure.served_codec(old) is None   # the teacher's

@@ -122,9 +122,9 @@ def _table4_fig7(job) -> None:
         return read_json(Path(quality_path).with_name("quality_samples.json"), "samples result", {"samples": dict})
 
     args, bin_tokens, dpi = job.args, job.cfg["on_policy"]["exposure_bin_tokens"], job.cfg["report"]["dpi"]
-    budgets = len(args.off)
+    off_metrics = [_metrics(p) for p in args.off]
     if args.bench_teacher:
-        outcomes, source, shots = _benchmark_outcomes(args, budgets)
+        outcomes, source, shots = _benchmark_outcomes(args, [(m["method"], m["budget"]) for m in off_metrics])
     else:
         if args.bench_off or args.bench_on or args.tokenizer:
             raise LoopKVError("--bench-off / --bench-on / --tokenizer go with --bench-teacher (Table 4 on a benchmark)")
@@ -134,9 +134,9 @@ def _table4_fig7(job) -> None:
         source, shots = exposure.ARITHMETIC, None
     teacher, off_outcomes, on_outcomes = outcomes
     cells = []
-    for off, on, off_o, on_o, off_curve, on_curve in zip(args.off, args.on, off_outcomes, on_outcomes, args.off_curves,
-                                                         args.on_curves, strict=True):
-        cells.append({"off": _metrics(off), "on": _metrics(on), "off_samples": off_o, "on_samples": on_o,
+    for off, on, off_o, on_o, off_curve, on_curve in zip(off_metrics, args.on, off_outcomes, on_outcomes,
+                                                         args.off_curves, args.on_curves, strict=True):
+        cells.append({"off": off, "on": _metrics(on), "off_samples": off_o, "on_samples": on_o,
                       "off_curve": read_json(off_curve, "curve", {}), "on_curve": read_json(on_curve, "curve", {})})
     rows = exposure.table_rows(cells, teacher, source)
     title = "LLA Table 4, off- vs on-policy distillation: our measurements (left) beside the paper's (right)"
@@ -151,11 +151,13 @@ def _table4_fig7(job) -> None:
     write_json(args.fig_json, {"bin_tokens": bin_tokens, "source": source, "curves": curves})
 
 
-def _benchmark_outcomes(args, budgets: int):
-    """(teacher, off per budget, on per budget) outcomes, the task id and its shots, from lm-eval results."""
+def _benchmark_outcomes(args, served: list[tuple[str, str]]):
+    """(teacher, off per budget, on per budget) outcomes, the task id and its shots, from lm-eval results;
+    served: each budget's (method, budget), as its method evaluation says."""
     from loopkv.data.tokenizer import load_tokenizer
     from loopkv.report import exposure
 
+    budgets = len(served)
     if len(args.bench_off) != budgets or len(args.bench_on) != budgets or not args.tokenizer:
         raise LoopKVError(f"Table 4 on a benchmark needs --bench-off and --bench-on for each of the {budgets} "
                           f"budgets and --tokenizer (got {len(args.bench_off)}, {len(args.bench_on)})")
@@ -170,9 +172,9 @@ def _benchmark_outcomes(args, budgets: int):
     if len(tasks) != 1:
         raise LoopKVError(f"Table 4's lm-eval results are of different tasks or shots: {sorted(tasks)}")
     (source, shots), = tasks
-    teacher = exposure.benchmark_outcomes(results[args.bench_teacher], count, args.bench_teacher, None)
-    off = [exposure.benchmark_outcomes(results[p], count, p, "off_policy") for p in args.bench_off]
-    on = [exposure.benchmark_outcomes(results[p], count, p, "on_policy") for p in args.bench_on]
+    teacher = exposure.benchmark_outcomes(results[args.bench_teacher], count, args.bench_teacher, None, ("full", "1x"))
+    off = [exposure.benchmark_outcomes(results[p], count, p, "off_policy", s) for p, s in zip(args.bench_off, served)]
+    on = [exposure.benchmark_outcomes(results[p], count, p, "on_policy", s) for p, s in zip(args.bench_on, served)]
     return (teacher, off, on), source, shots
 
 

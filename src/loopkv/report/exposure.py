@@ -17,8 +17,8 @@ from loopkv.report import tables  # noqa: E402
 from loopkv.report.paper_values import TABLE4, TABLE4_SOURCE  # noqa: E402
 
 ARITHMETIC = "arithmetic"
-NAMES = {"math500": "MATH-500", "gsm8k": "GSM8K"}   # the benchmarks Table 4 can read (config.ON_POLICY_BENCHMARKS)
-LABELS = {ARITHMETIC: "arith EM", "math500": "MATH-500 acc.", "gsm8k": "GSM8K EM"}
+NAMES = {"math500": "MATH-500"}   # the benchmarks Table 4 can read (config.ON_POLICY_BENCHMARKS): the paper's
+LABELS = {ARITHMETIC: "arith EM", "math500": "MATH-500 acc."}
 
 
 def table_spec(source: str) -> tables.TableSpec:
@@ -45,14 +45,28 @@ def arithmetic_outcomes(quality_samples: dict) -> list[dict]:
              "n_generated": s["n_generated"]} for i, s in enumerate(quality_samples["samples"]["arithmetic"])]
 
 
-def benchmark_outcomes(result: dict, count_tokens, where: str, training: str | None) -> list[dict]:
+def served_codec(result: dict) -> str | None:
+    """The codec a merged lm-eval result served: its record, or, merged before results recorded it, the
+    off-policy one when a shard read a codec (lm-eval-merge's own fallback)."""
+    if "codec_training" in result:
+        return result["codec_training"]
+    shards = result.get("provenance", {}).get("merged_from", {}).values()
+    return "off_policy" if any("codec" in s.get("inputs", {}) for s in shards) else None
+
+
+def benchmark_outcomes(result: dict, count_tokens, where: str, training: str | None,
+                       served: tuple[str, str] | None = None) -> list[dict]:
     """Per document {id, correct, no_answer, n_generated} from a merged greedy lm-eval result; `training`:
-    the codec it must have served (off_policy / on_policy; None: the teacher, no codec)."""
+    the codec it must have served (off_policy / on_policy; None: the teacher, no codec); `served`: the
+    (method, budget) it must be of."""
     if result.get("samples_per_doc", 1) != 1:
         raise LoopKVError(f"{where}: a sampled result ({result['samples_per_doc']} samples a document); "
                           f"Table 4 reads greedy runs")
-    if result.get("codec_training") != training:
-        raise LoopKVError(f"{where}: served {result.get('codec_training') or 'no'} codec, Table 4 expects "
+    if served is not None and (result.get("method"), result.get("budget")) != served:
+        raise LoopKVError(f"{where}: a result of {result.get('method')}/{result.get('budget')}, Table 4 expects "
+                          f"{served[0]}/{served[1]} here")
+    if served_codec(result) != training:
+        raise LoopKVError(f"{where}: served {served_codec(result) or 'no'} codec, Table 4 expects "
                           f"{training or 'none (the teacher)'} here")
     headline = result["headline"]
     out = []

@@ -109,18 +109,20 @@ def _distill(job) -> None:
 
 
 def _distill_on_policy(job) -> None:
+    import random
+
     import torch
 
     from loopkv.cache import make_cache
     from loopkv.cache.registry import codec_methods
     from loopkv.cache.settings import cache_factory, configured_setting, load_codec, read_codec_file
+    from loopkv.data.benchmarks import BENCHMARKS
+    from loopkv.data.encoding import encode_prompt, encode_text
     from loopkv.data.tokenizer import load_tokenizer
+    from loopkv.data.windows import heldout_windows
     from loopkv.errors import LoopKVError
     from loopkv.models.loading import load_teacher
     from loopkv.train.distill import distill_codec
-    from loopkv.data.encoding import encode_prompt, encode_text
-    from loopkv.data.windows import heldout_windows
-    from loopkv.data.benchmarks import BENCHMARKS
     from loopkv.train.on_policy import on_policy_batches, on_policy_heldout, prompt_texts
     from loopkv.utils.seeding import derive_seed
 
@@ -138,21 +140,25 @@ def _distill_on_policy(job) -> None:
     view = make_cache(args.method, model.config, codec=codec)
     # the student generates through the codec being trained (full-memory read: same values, faster)
     student_cache = cache_factory(setting, model.config, codec, read_path="full")
+    # worked examples go before a benchmark's prompts only (synthetic prompts have none)
     encoded = [encode_prompt(tokenizer, text) for name, folder in prompt_dirs.items()
                for text in prompt_texts(name, Path(folder, "test.jsonl" if name in BENCHMARKS else "train.jsonl"),
-                                        cfg["shots"], derive_seed(job.seed, "on-policy-shots", name))]
+                                        cfg["shots"] if name in BENCHMARKS else 0,
+                                        derive_seed(job.seed, "on-policy-shots", name))]
     # a prompt that leaves no room for a generated token in the row trains nothing: left out, and counted
-    prompts = [p for p in encoded if len(p) + 1 < cfg["seq_len"]]
+    prompts = [p for p in encoded if len(p) < cfg["seq_len"]]
     skipped = {"prompts": len(encoded), "too_long": len(encoded) - len(prompts),
                "longest": max(map(len, encoded), default=0), "seq_len": cfg["seq_len"]}
     if skipped["too_long"]:
-        print(f"on-policy: {skipped['too_long']} of {len(encoded)} prompts are >= on_policy.seq_len - 1 "
-              f"({cfg['seq_len'] - 1}) tokens (longest {skipped['longest']}): left out", flush=True)
+        print(f"on-policy: {skipped['too_long']} of {len(encoded)} prompts are >= on_policy.seq_len "
+              f"({cfg['seq_len']}) tokens (longest {skipped['longest']}): left out", flush=True)
     if len(prompts) <= cfg["eval_samples"]:
         raise LoopKVError(f"on_policy.eval_samples ({cfg['eval_samples']}) leaves no training prompts of {len(prompts)}"
                           + (f" ({skipped['too_long']} more were longer than on_policy.seq_len allows)"
                              if skipped["too_long"] else ""))
-    # the last eval_samples prompts are held out: the on-policy selection measurement continues them
+    # eval_samples prompts are held out, a seeded draw (a file's last rows may all be one kind: math_train's
+    # are precalculus): the on-policy selection measurement continues them
+    random.Random(derive_seed(job.seed, "on-policy-heldout")).shuffle(prompts)
     train_prompts, val_prompts = prompts[:-cfg["eval_samples"]], prompts[-cfg["eval_samples"]:]
     batches = on_policy_batches(model, student_cache, train_prompts, cfg, derive_seed(job.seed, "on-policy-data"))
     val = heldout_windows(encode_text(tokenizer, Path(args.corpus, "val.txt").read_text()), cfg["seq_len"],
