@@ -18,6 +18,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REFERENCE = FIXTURES / "ouro-tiny-reference"
+HUGINN_REFERENCE = FIXTURES / "huginn-tiny-reference"   # outputs of the Huginn authors' own code
 
 
 @pytest.fixture(scope="session")
@@ -31,6 +32,19 @@ def reference_model():
     from transformers import AutoModelForCausalLM
 
     return AutoModelForCausalLM.from_pretrained(REFERENCE).eval()
+
+
+@pytest.fixture(scope="session")
+def huginn_reference_dir() -> Path:
+    return HUGINN_REFERENCE
+
+
+@pytest.fixture(scope="session")
+def huginn_reference_model():
+    import loopkv.models.modeling_huginn  # noqa: F401  (registers model type "huginn_raven")
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(HUGINN_REFERENCE).eval()
 
 
 # -- data: the real Shakespeare corpus split once, a tiny tokenizer on a slice of it --------

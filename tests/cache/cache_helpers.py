@@ -1,10 +1,11 @@
-"""Shared by the cache tests: a small random looped model, streaming decode through a cache (unpadded
-or left-padded), a codec for codec methods, and the bytes a cache object really holds."""
+"""Shared by the cache tests: a small random looped model (Ouro, or Huginn with its prelude and coda),
+streaming decode through a cache (unpadded or left-padded), a codec for codec methods, and the bytes a
+cache object really holds."""
 import torch
 
 from loopkv.cache.base import LoopCache
 from loopkv.eval.generation import left_pad
-from loopkv.models import OuroConfig, OuroForCausalLM
+from loopkv.models import HuginnConfig, HuginnForCausalLM, OuroConfig, OuroForCausalLM
 
 
 def small_model(loops=2, layers=2, heads=4, head_dim=12, seed=0):
@@ -17,30 +18,48 @@ def small_model(loops=2, layers=2, heads=4, head_dim=12, seed=0):
     return OuroForCausalLM(config).eval()
 
 
-def stream(model, cache, tokens, prefill=3):
+def small_huginn(steps=2, layers=2, heads=4, head_dim=12, seed=0, std=0.3):
+    """A random Huginn: prelude 1, a core of `layers` run `steps` times, coda 1; weights drawn at `std`
+    (its own init is tiny), so continuations and cache errors are visible."""
+    config = HuginnConfig(vocab_size=64, n_embd=heads * head_dim, n_heads=heads, n_layers=layers + 2,
+                          n_layers_in_prelude=1, n_layers_in_recurrent_block=layers, n_layers_in_coda=1,
+                          mean_recurrence=steps, intermediate_size=96, block_size=128, rope_base=10000)
+    torch.manual_seed(seed)
+    model = HuginnForCausalLM(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.ndim == 2:
+                p.normal_(0.0, std)
+            elif name.endswith("qk_bias"):
+                p.normal_(0.0, std)
+    return model
+
+
+def stream(model, cache, tokens, prefill=3, **forward_kwargs):
     """Logits of a prefill of `prefill` tokens, then one token at a time through `cache`."""
     with torch.no_grad():
-        pieces = [model(tokens[:, :prefill], cache=cache).logits]
+        pieces = [model(tokens[:, :prefill], cache=cache, **forward_kwargs).logits]
         for i in range(prefill, tokens.shape[1]):
-            pieces.append(model(tokens[:, i:i + 1], cache=cache).logits)
+            pieces.append(model(tokens[:, i:i + 1], cache=cache, **forward_kwargs).logits)
     return torch.cat(pieces, 1)
 
 
-def stream_padded(model, cache, prompts, continuations):
+def stream_padded(model, cache, prompts, continuations, **forward_kwargs):
     """Per row, the logits at its real positions: its prompt in one left-padded prefill, then its
     continuation one token at a time through `cache` (all rows the same number of tokens), as a
     batched evaluation serves them. A list of (len(prompt) + len(continuation), V) tensors."""
-    pad = model.config.pad_token_id
+    pad = getattr(model.config, "pad_token_id", None)
+    pad = 0 if pad is None else pad   # a model with no pad token runs unpadded batches only
     ids, mask = left_pad(prompts, pad)
     rows = [[] for _ in prompts]
     with torch.no_grad():
-        logits = model(ids, attention_mask=mask, cache=cache).logits
+        logits = model(ids, attention_mask=mask, cache=cache, **forward_kwargs).logits
         for i, p in enumerate(prompts):
             rows[i].append(logits[i, ids.shape[1] - len(p):])
         for j in range(len(continuations[0])):
             step = torch.tensor([[c[j]] for c in continuations])
             mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
-            logits = model(step, attention_mask=mask, cache=cache).logits
+            logits = model(step, attention_mask=mask, cache=cache, **forward_kwargs).logits
             for i in range(len(prompts)):
                 rows[i].append(logits[i, -1:])
     return [torch.cat(r) for r in rows]

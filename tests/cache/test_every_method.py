@@ -1,40 +1,55 @@
 """Every registered KV method through the same checks (tests/cache/method_checks.py): lossless at its
 lossless setting, bytes per token = its formula = the bytes its cache object holds, streaming decode =
-its teacher-forced view, a row's result independent of the other rows of its batch and of left padding.
+its teacher-forced view, a row's result independent of the other rows of its batch and of left padding,
+on each model family (Ouro; Huginn, with non-looped layers and interleaved RoPE).
 The methods and their read paths come from the registry, so a new method's file is all it takes to be
 covered; a check that does not apply to a method is stated, with why, in its class's `not_checked` (and
 checked to be true here), a known defect in its `known_failures` (a strict xfail), never listed here."""
 import pytest
 import yaml
 
-from method_checks import CHECK, cases, check_exemptions, compressed_setting, teacher
+from method_checks import CHECK, cases, check_exemptions, compressed_setting, served, serves, teacher, variants
 from loopkv.cache.budget import CacheShape, setting_at_ratio
 from loopkv.cache.registry import METHODS, config_keys, method_labels
+from loopkv.errors import LoopKVError
+
+# the fixtures (tests/conftest.py) of each family's reference checkpoint: (model, directory)
+REFERENCE_FIXTURES = {"ouro": ("reference_model", "reference_dir"),
+                      "huginn": ("huginn_reference_model", "huginn_reference_dir")}
 
 
-@pytest.mark.parametrize("method, read_path", cases("lossless"))
-def test_lossless_setting_gives_the_reference_logits(method, read_path, reference_model, reference_dir):
-    CHECK["lossless"](method, read_path, reference_model, reference_dir)
+@pytest.mark.parametrize("family, method, read_path", cases("lossless"))
+def test_lossless_setting_gives_the_reference_logits(family, method, read_path, request):
+    model, directory = (request.getfixturevalue(name) for name in REFERENCE_FIXTURES[family])
+    CHECK["lossless"](method, read_path, model, directory, family)
 
 
-@pytest.mark.parametrize("method, read_path", cases("bytes"))
-def test_bytes_per_token_are_the_formula_and_what_the_cache_holds(method, read_path):
-    CHECK["bytes"](method, read_path)
+@pytest.mark.parametrize("family, method, read_path", cases("bytes"))
+def test_bytes_per_token_are_the_formula_and_what_the_cache_holds(family, method, read_path):
+    CHECK["bytes"](method, read_path, family)
 
 
-@pytest.mark.parametrize("method, read_path", cases("teacher_forced"))
-def test_streaming_decode_is_the_teacher_forced_view(method, read_path):
-    CHECK["teacher_forced"](method, read_path)
+@pytest.mark.parametrize("family, method, read_path", cases("teacher_forced"))
+def test_streaming_decode_is_the_teacher_forced_view(family, method, read_path):
+    CHECK["teacher_forced"](method, read_path, family)
 
 
-@pytest.mark.parametrize("method, read_path", cases("batch"))
-def test_a_row_does_not_depend_on_the_other_rows_of_its_batch(method, read_path):
-    CHECK["batch"](method, read_path)
+@pytest.mark.parametrize("family, method, read_path", cases("batch"))
+def test_a_row_does_not_depend_on_the_other_rows_of_its_batch(family, method, read_path):
+    CHECK["batch"](method, read_path, family)
 
 
-@pytest.mark.parametrize("method, read_path", cases("padding"))
-def test_a_row_does_not_depend_on_left_padding(method, read_path):
-    CHECK["padding"](method, read_path)
+@pytest.mark.parametrize("family, method, read_path", cases("padding"))
+def test_a_row_does_not_depend_on_left_padding(family, method, read_path):
+    CHECK["padding"](method, read_path, family)
+
+
+@pytest.mark.parametrize("method", [m for m in METHODS if not serves(m, "huginn")])
+def test_a_method_that_does_not_serve_huginn_is_refused_with_why(method):
+    cls = METHODS[method]
+    assert len(cls.outer_layers_refused.split()) >= 4, f"{method}: say why it does not serve Huginn"
+    with pytest.raises(LoopKVError, match="non-looped layers"):
+        served(method, variants([method])[0][1], teacher(family="huginn"))
 
 
 @pytest.mark.parametrize("method", list(METHODS))

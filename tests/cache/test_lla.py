@@ -249,3 +249,38 @@ def test_the_cpu_encode_kernel_equals_the_python_encode_bit_for_bit(reference_mo
     want = codec.float().encode("k", codec.to_vectors(token.float()), slice(per_layer, 2 * per_layer)).detach()
     tolerance = 1e-5 if dtype == torch.float32 else 5e-2
     torch.testing.assert_close(latents["cpp"]["k"].transpose(1, 2).float(), want, rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.parametrize("family", ["ouro", "huginn"])   # rotate-half and interleaved RoPE
+@pytest.mark.parametrize("cpu_kernel", ["cpp", "torch"])
+def test_a_fused_read_is_the_latent_read_per_call_in_either_rope_layout(family, cpu_kernel, monkeypatch):
+    """Every attention call of a prefill and a decode step, float64 inputs: the fused kernels (which
+    rotate rotate-half) read an interleaved model's latents through a reordering of head dims, equal to
+    decoding them; float32 round-off apart. Measured: 2.7e-7 in both layouts, 0.6 without the reordering."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from cache_helpers import random_codec
+    from method_checks import compressed_setting, teacher
+    from loopkv.cache.settings import cache_factory
+
+    monkeypatch.setenv("LOOPKV_CPU_KERNEL", cpu_kernel)
+    config = teacher(family=family).config
+    setting = compressed_setting("lla", config)
+    codec = random_codec(setting, config, 0, dtype=torch.float64)
+    caches = {path: cache_factory(setting, config, codec, read_path=path)() for path in ("latent", "fused")}
+    g = torch.Generator().manual_seed(0)
+    shape = lambda n: (2, config.num_key_value_heads, n, config.head_dim)  # noqa: E731
+    draw = lambda n: torch.randn(*shape(n), generator=g, dtype=torch.float64)  # noqa: E731
+    for n, start in ((5, 0), (1, 5)):   # a prefill, then a decode step reading the prefill's latents
+        positions = torch.arange(start, start + n)[None].expand(2, n)
+        mask = None if start == 0 else torch.ones(2, 1, n, start + n, dtype=torch.bool)
+        calls = [(t, d, draw(n), draw(n), draw(n)) for t in range(config.total_ut_steps)
+                 for d in range(config.num_hidden_layers)]
+        out = {}
+        for path, cache in caches.items():
+            cache.begin_forward(positions)
+            out[path] = torch.stack([cache.attend(t, d, positions, q, k, v, mask) for t, d, q, k, v in calls])
+            cache.end_forward()
+        torch.testing.assert_close(out["fused"], out["latent"], atol=2e-6, rtol=0)

@@ -74,10 +74,10 @@ class LastLoopInt8Cache(LoopCache):
             out.append((codes.float() * scale.float()).to(x.dtype))
         return tuple(out)
 
-    def bytes_per_token(self, dtype):
+    def loop_bytes_per_token(self, dtype):
         return 2 * self.num_layers * self.num_kv_heads * (self.head_dim + SCALE_DTYPE.itemsize)
 
-    def cached_tensors(self):
+    def loop_tensors(self):
         return [t for store in (self.codes, self.scales) for kind in "kv" for t in store[kind] if t is not None]
 
 

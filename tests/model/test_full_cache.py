@@ -57,10 +57,10 @@ class RecordingCache(LoopCache):
         super().end_forward()
         self.inner.end_forward()
 
-    def bytes_per_token(self, dtype):
+    def loop_bytes_per_token(self, dtype):
         return self.inner.bytes_per_token(dtype)
 
-    def cached_tensors(self):
+    def loop_tensors(self):
         return self.inner.cached_tensors()
 
 

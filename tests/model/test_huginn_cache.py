@@ -1,6 +1,6 @@
 """Huginn's attention through the LoopCache interface: core layers as (step, layer), prelude and coda
 as the cache's non-looped layers; the full cache stores P + steps * R + C entries per token, sized by
-the steps actually run; the methods that do not handle Huginn yet refuse it."""
+the steps actually run; a compressing cache, laid out for the config's steps, refuses any other count."""
 import inspect
 import sys
 from pathlib import Path
@@ -73,14 +73,15 @@ def test_a_forward_running_other_steps_than_the_cached_tokens_is_refused(model):
         cache = make_cache("full", model.config)
         with torch.no_grad():
             model(tokens(), num_steps=4, init_scale=0.0, cache=cache)
-            with pytest.raises(LoopKVError, match="same number of loops|as many"):
+            with pytest.raises(LoopKVError, match="same number of loops|as many|built for"):
                 model(tokens(n=1), num_steps=later, init_scale=0.0, cache=cache)
 
 
-@pytest.mark.parametrize("method", sorted(set(METHODS) - {"full"}))
-def test_methods_without_non_looped_layers_refuse_huginn(model, method):
-    # None for every required constructor argument (a codec, a span...): refused before any is read
-    params = list(inspect.signature(METHODS[method].__init__).parameters.values())[2:]
-    kwargs = {p.name: None for p in params if p.default is inspect.Parameter.empty}
-    with pytest.raises(LoopKVError, match="non-looped layers"):
-        make_cache(method, model.config, **kwargs)
+@pytest.mark.parametrize("method", [m for m in METHODS if m != "full" and METHODS[m].stores_outer_layers])
+def test_a_compressing_cache_refuses_a_forward_of_other_steps_than_it_is_built_for(method):
+    from method_checks import LOOPS, served, teacher, variants
+
+    model, factory, _ = served(method, variants([method])[0][1], teacher(family="huginn"))
+    for steps in (LOOPS - 1, LOOPS + 1):
+        with torch.no_grad(), pytest.raises(LoopKVError, match=f"built for {LOOPS} loops"):
+            model(tokens(n=3, seed=2) % 64, num_steps=steps, init_scale=0.0, cache=factory())

@@ -22,9 +22,15 @@ Call order for one forward over L new tokens:
 A model may also have non-looped ("outer") layers, run once per token outside the loop (Huginn's
 prelude and coda, before and after the loops; the config states `num_outer_layers`, Ouro has none):
 those call `attend_outer(i, positions, q, k, v, mask)` for i in range(num_outer_layers), a key family
-of their own, so no method mistakes them for a loop. The config's `rope_style` (models/rope.py; rotate-half
-when absent) says how the cache rotates keys. A method declares which of these it handles
-(`stores_outer_layers`, `rope_styles`); a model that needs more is refused when the cache is built.
+of their own, so no method mistakes them for a loop. Every method keeps their K/V exact, here in the
+base class: the loop axis is what the methods compress (LLA Table 3's ratios are over the looped K/V),
+so a method states its bytes and tensors of the looped layers (`loop_bytes_per_token`, `loop_tensors`)
+and the cache's totals add the non-looped layers' (`bytes_per_token`, `cached_tensors`). A model whose
+loop count is a forward argument (Huginn's num_steps) says how many loops the next forward runs
+(`expect_loops`): a cache is built for the config's count, and only the teacher's resizes.
+The config's `rope_style` (models/rope.py; rotate-half when absent) says how the cache rotates keys.
+A method declares what it handles (`stores_outer_layers`, `rope_styles`); a model that needs more is
+refused when the cache is built.
 """
 from __future__ import annotations
 
@@ -34,7 +40,7 @@ import torch
 import torch.nn.functional as F
 
 from loopkv.errors import LoopKVError
-from loopkv.models.rope import Rotary
+from loopkv.models.rope import ROPE_STYLES, Rotary
 
 
 # read by every method's setting, with methods.budgets.<label> of the budget it runs at (none at 1x)
@@ -64,9 +70,10 @@ class LoopCache(ABC):
     not_checked: dict[str, str] = {}
     known_failures: dict[str, str] = {}
 
-    # the models it serves: non-looped layers stored (attend_outer), RoPE layouts its keys may use
-    stores_outer_layers: bool = False
-    rope_styles: tuple[str, ...] = ("rotate_half",)
+    # the models it serves: with non-looped layers (stored exact, attend_outer), RoPE layouts its keys may use
+    stores_outer_layers: bool = True
+    outer_layers_refused: str = ""   # why not, where a method does not serve them
+    rope_styles: tuple[str, ...] = ROPE_STYLES
 
     # Attributes transformers' generate() inspects on a cache object.
     is_compileable = False
@@ -99,15 +106,22 @@ class LoopCache(ABC):
         teacher itself, unless the method is a model variant (then its own weights at their init)."""
         return teacher
 
+    @classmethod
+    def check_serves(cls, config) -> None:
+        """Refuse a model the method does not serve (non-looped layers, RoPE layout), naming why."""
+        outer, rope_style = getattr(config, "num_outer_layers", 0), getattr(config, "rope_style", "rotate_half")
+        if outer and not cls.stores_outer_layers:
+            raise LoopKVError(f"KV method {cls.name or cls.__name__!r} does not serve models with non-looped "
+                              f"layers (this {config.model_type} model has {outer})"
+                              f"{': ' + cls.outer_layers_refused if cls.outer_layers_refused else ''}")
+        if rope_style not in cls.rope_styles:
+            raise LoopKVError(f"KV method {cls.name or cls.__name__!r} does not handle {rope_style} RoPE "
+                              f"(this {config.model_type} model's); use 'full'")
+
     def __init__(self, config):
+        self.check_serves(config)
         self.num_outer_layers = getattr(config, "num_outer_layers", 0)
         rope_style = getattr(config, "rope_style", "rotate_half")
-        if self.num_outer_layers and not self.stores_outer_layers:
-            raise LoopKVError(f"KV method {self.name or type(self).__name__!r} does not store non-looped layers "
-                              f"(this {config.model_type} model has {self.num_outer_layers}); use 'full'")
-        if rope_style not in self.rope_styles:
-            raise LoopKVError(f"KV method {self.name or type(self).__name__!r} does not handle {rope_style} RoPE "
-                              f"(this {config.model_type} model's); use 'full'")
         self.num_loops = config.total_ut_steps
         self.num_layers = config.num_hidden_layers
         self.num_kv_heads = config.num_key_value_heads
@@ -122,6 +136,9 @@ class LoopCache(ABC):
         # cos/sin tables per positions tensor, reused across the T*D calls of one forward
         self._rope_tables: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
         self._rope_table: tuple[torch.Tensor, torch.Tensor] | None = None    # rows by position, grown on demand
+        # the non-looped layers' post-RoPE K and V, every token exact (empty for Ouro)
+        self.outer_keys: list[torch.Tensor | None] = [None] * self.num_outer_layers
+        self.outer_values: list[torch.Tensor | None] = [None] * self.num_outer_layers
 
     @property
     def is_linear(self) -> list[bool]:
@@ -157,8 +174,22 @@ class LoopCache(ABC):
         return attention(q, keys, values, mask)
 
     def update_outer(self, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
-        """`update` for non-looped layer `layer`; only methods with `stores_outer_layers` get here."""
-        raise NotImplementedError(f"{type(self).__name__} does not store non-looped layers")
+        """`update` for non-looped layer `layer`: its K/V kept exact, whatever the method."""
+        held = 0 if self.outer_keys[layer] is None else self.outer_keys[layer].shape[2]
+        if held != self.get_seq_length():   # a layer missing cached tokens would attend as if they were not there
+            raise LoopKVError(f"{self.name or type(self).__name__} cache: non-looped layer {layer} holds K/V of "
+                              f"{held} tokens, the cache {self.get_seq_length()}")
+        self.outer_keys[layer] = concat(self.outer_keys[layer], self.rope(positions, k))
+        self.outer_values[layer] = concat(self.outer_values[layer], v)
+        return self.outer_keys[layer], self.outer_values[layer]
+
+    def expect_loops(self, loops: int) -> None:
+        """The next forward runs `loops` loops (a model whose count is a forward argument says so
+        before begin_forward): the cache's stores are laid out for num_loops, so any other is refused."""
+        if loops != self.num_loops:
+            raise LoopKVError(f"a {self.name or type(self).__name__} cache is built for {self.num_loops} loops "
+                              f"(the model config's), this forward runs {loops}: set the config's loop count "
+                              f"(Huginn: mean_recurrence) to the number of steps to serve")
 
     def append(self, loop: int, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """Store the new tokens' K/V at (loop, layer) without reading the past back: filling a cache
@@ -177,12 +208,22 @@ class LoopCache(ABC):
         return self._seen_tokens
 
     @abstractmethod
-    def bytes_per_token(self, dtype: torch.dtype) -> int:
-        """Persistent cache bytes per token (all loops, layers, heads), from the method's formula."""
+    def loop_bytes_per_token(self, dtype: torch.dtype) -> int:
+        """Persistent bytes per token of the looped layers (all loops, layers, heads): the method's formula."""
 
     @abstractmethod
+    def loop_tensors(self) -> list[torch.Tensor]:
+        """Every tensor the method keeps between forwards for the looped layers."""
+
+    def bytes_per_token(self, dtype: torch.dtype) -> int:
+        """Persistent cache bytes per token: the method's looped layers + 2 * O * H_kv * d_head * bytes(dtype)
+        of the non-looped ones (O = num_outer_layers, stored exact)."""
+        element = torch.tensor([], dtype=dtype).element_size()
+        return self.loop_bytes_per_token(dtype) + 2 * self.num_outer_layers * self.num_kv_heads * self.head_dim * element
+
     def cached_tensors(self) -> list[torch.Tensor]:
-        """Every tensor the method keeps between forwards (for measured byte counts)."""
+        """Every tensor the cache keeps between forwards (for measured byte counts)."""
+        return self.loop_tensors() + [t for t in self.outer_keys + self.outer_values if t is not None]
 
     def allocated_bytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.cached_tensors())

@@ -1,7 +1,10 @@
 """Equal cache budgets: the setting of each KV method that stores `ratio` times fewer bytes per
 token than the teacher's full per-loop cache (LLA Table 1 compares methods this way).
 
-Teacher: 2 * T * D * H * d_head values per token at `cache_bits` bits (bf16 = 16 at paper scale).
+Teacher: 2 * T * D * H * d_head values per token at `cache_bits` bits (bf16 = 16 at paper scale),
+over the looped layers: a ratio is of the looped K/V, the axis the methods compress (LLA Table 3's
+Huginn ratios are 2 * T * d_head / (r_k + r_v)). A model's non-looped layers (Huginn's prelude and
+coda, `outer_layers`) are stored exact by every method, on top (`outer_values`).
 Each method states its own budget rule (`setting_at_ratio` on its class); this module holds what
 the rules share: the cache's shape, and the latent width of a codec method at a ratio with its K/V
 rank split. A method that cannot reach a ratio (cla spans, quantiser bit widths, final-loop reuse =
@@ -20,14 +23,22 @@ class CacheShape:
     heads: int
     loops: int
     head_dim: int
+    outer_layers: int = 0   # non-looped layers (stored exact by every method)
 
     @classmethod
     def of(cls, config) -> "CacheShape":
-        return cls(config.num_hidden_layers, config.num_key_value_heads, config.total_ut_steps, config.head_dim)
+        return cls(config.num_hidden_layers, config.num_key_value_heads, config.total_ut_steps, config.head_dim,
+                   getattr(config, "num_outer_layers", 0))
 
     @property
     def teacher_values(self) -> int:
+        """The teacher's looped K/V values per token: what a ratio divides."""
         return 2 * self.loops * self.layers * self.heads * self.head_dim
+
+    @property
+    def outer_values(self) -> int:
+        """The non-looped layers' K/V values per token, the same in every method."""
+        return 2 * self.outer_layers * self.heads * self.head_dim
 
     @property
     def sizes(self) -> dict[str, int]:

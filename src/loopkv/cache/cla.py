@@ -59,9 +59,9 @@ class CLACache(LoopCache):
         owner = layer // self.span * self.span
         return trace.kv("k", loop, owner), trace.kv("v", loop, owner)
 
-    def bytes_per_token(self, dtype):
+    def loop_bytes_per_token(self, dtype):
         element = torch.tensor([], dtype=dtype).element_size()
         return 2 * self.num_loops * self.num_groups * self.num_kv_heads * self.head_dim * element
 
-    def cached_tensors(self):
+    def loop_tensors(self):
         return [t for t in self.keys + self.values if t is not None]

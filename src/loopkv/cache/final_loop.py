@@ -44,9 +44,9 @@ class FinalLoopCache(LoopCache):
         last = self.num_loops - 1
         return trace.kv("k", last, layer), trace.kv("v", last, layer)
 
-    def bytes_per_token(self, dtype):
+    def loop_bytes_per_token(self, dtype):
         element = torch.tensor([], dtype=dtype).element_size()
         return 2 * self.num_layers * self.num_kv_heads * self.head_dim * element
 
-    def cached_tensors(self):
+    def loop_tensors(self):
         return [t for t in self.keys + self.values if t is not None]

@@ -14,15 +14,12 @@ import torch
 
 from loopkv.cache.base import LoopCache, concat
 from loopkv.errors import LoopKVError
-from loopkv.models.rope import ROPE_STYLES
 
 
 class FullLoopCache(LoopCache):
     name = "full"
     label = "teacher"
     budgeted = False   # the teacher: the 1x reference, never configured by a ratio
-    stores_outer_layers = True
-    rope_styles = ROPE_STYLES
 
     @classmethod
     def setting_at_ratio(cls, shape, ratio, cache_bits=16, k_share=0.375):
@@ -37,8 +34,6 @@ class FullLoopCache(LoopCache):
         n = self.num_loops * self.num_layers
         self.keys: list[torch.Tensor | None] = [None] * n  # post-RoPE
         self.values: list[torch.Tensor | None] = [None] * n
-        self.outer_keys: list[torch.Tensor | None] = [None] * self.num_outer_layers
-        self.outer_values: list[torch.Tensor | None] = [None] * self.num_outer_layers
         self._loops_run = 0   # loops the running forward has reached
 
     def begin_forward(self, positions):
@@ -57,11 +52,10 @@ class FullLoopCache(LoopCache):
         self.values[i] = concat(self.values[i], v)
         return self.keys[i], self.values[i]
 
-    def update_outer(self, layer, positions, k, v):
-        self._check_past(self.outer_keys[layer], f"non-looped layer {layer}")
-        self.outer_keys[layer] = concat(self.outer_keys[layer], self.rope(positions, k))
-        self.outer_values[layer] = concat(self.outer_values[layer], v)
-        return self.outer_keys[layer], self.outer_values[layer]
+    def expect_loops(self, loops):
+        # the first forward sizes the cache (end_forward); later ones must run as many
+        if self.get_seq_length():
+            super().expect_loops(loops)
 
     def _check_past(self, stored, where: str) -> None:
         # an entry missing cached tokens would be attended as if they were not there
@@ -83,13 +77,12 @@ class FullLoopCache(LoopCache):
     def reconstruct(self, loop, layer, trace):
         return trace.kv("k", loop, layer), trace.kv("v", loop, layer)
 
-    def bytes_per_token(self, dtype):
+    def loop_bytes_per_token(self, dtype):
         element = torch.tensor([], dtype=dtype).element_size()
-        entries = self.num_loops * self.num_layers + self.num_outer_layers
-        return 2 * entries * self.num_kv_heads * self.head_dim * element
+        return 2 * self.num_loops * self.num_layers * self.num_kv_heads * self.head_dim * element
 
-    def cached_tensors(self):
-        return [t for t in self.keys + self.values + self.outer_keys + self.outer_values if t is not None]
+    def loop_tensors(self):
+        return [t for t in self.keys + self.values if t is not None]
 
     def reorder_cache(self, beam_idx):
         pick = lambda store: [t.index_select(0, beam_idx) if t is not None else None for t in store]  # noqa: E731

@@ -120,11 +120,11 @@ class QuantCache(LoopCache):
             self.k_zero[i] = concat(self.k_zero[i], zero[:, :, :, 0])
         self.k_residual[i] = residual[:, :, whole:] if residual.shape[2] > whole else None
 
-    def bytes_per_token(self, dtype):
+    def loop_bytes_per_token(self, dtype):
         d, meta = self.head_dim, torch.tensor([], dtype=META_DTYPE).element_size()
         per_head = 2 * d * self.bits // 8 + 2 * meta * d / self.group_size + 2 * meta
         return int(self.num_loops * self.num_layers * self.num_kv_heads * per_head)
 
-    def cached_tensors(self):
+    def loop_tensors(self):
         stores = (self.k_codes, self.k_scale, self.k_zero, self.k_residual, self.v_codes, self.v_scale, self.v_zero)
         return [t for store in stores for t in store if t is not None]

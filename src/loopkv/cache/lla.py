@@ -13,10 +13,13 @@ Read paths (config `read_path`):
 - fused: latent storage as `latent`, but attention over past tokens reads the latents directly
   (kernels/latent_attention.py: K rebuilt per tile, V absorbed; the Triton kernel on CUDA, the tiled
   torch path elsewhere): no K/V of the context is materialised. New tokens attend to their own
-  exact K/V and the two parts are merged through their log-sum-exp.
+  exact K/V and the two parts are merged through their log-sum-exp. The kernels rotate in the
+  rotate-half layout; an interleaved-RoPE model (Huginn) is read in it by reordering the head dims
+  of queries, keys and K's decoder rows alike (rope.half_layout_order), which leaves scores unchanged.
 
 Bytes per token: latent = D * H * (r_k + r_v) * bytes(dtype);
-                 full   = 2 * T * D * H * d_head * bytes(dtype) (same as the teacher).
+                 full   = 2 * T * D * H * d_head * bytes(dtype) (same as the teacher);
+plus, on a model with non-looped layers, their exact K/V (base.py), as every method.
 Positions of cached tokens are kept as bookkeeping (an int64 per token; not K/V payload).
 """
 from __future__ import annotations
@@ -28,6 +31,7 @@ from loopkv.cache.budget import LatentBudget
 from loopkv.cache.latent_codec import LAYOUTS, LatentCodec, model_sizes
 from loopkv.kernels import cpu_kernels
 from loopkv.kernels.latent_attention import latent_attention
+from loopkv.models.rope import half_layout_order
 
 READ_PATHS = ("latent", "full", "fused")
 
@@ -40,7 +44,7 @@ class LLACache(LatentBudget, LoopCache):
     served_config_keys = ("methods.read_path",)
     bookkeeping = LoopCache.bookkeeping + (
         "_pending_kv", "_unwritten", "_rows", "_traced_latents", "_decoders", "_codec_version", "_cpu_module",
-        "_read_memo", "_past_views", "_position_rows")   # a forward's scratch, codec rows, memos of reads
+        "_read_memo", "_past_views", "_position_rows", "_kernel_order")   # a forward's scratch, codec rows, memos of reads
 
     def __init__(self, config, codec: LatentCodec, read_path: str = "latent"):
         # the codec's layout must be this method's; its sizes must be this model's
@@ -70,6 +74,9 @@ class LLACache(LatentBudget, LoopCache):
         self._read_memo: tuple | None = None           # a forward's fused-read inputs (_read_inputs)
         self._past_views: dict[int, tuple] = {}        # a forward's views of a layer's stores, until its encode
         self._position_rows = 0   # 1 + the largest cached position: the rows a RoPE table needs
+        # fused read of an interleaved-RoPE model: the head-dim order that puts it in the kernels' layout
+        self._kernel_order = (half_layout_order(self.head_dim, codec.mu_k.device)
+                              if self.rotary.style != "rotate_half" else None)
         # (B, H, L, T, dh) -> the layer's group axes first, then (batch, token), then the codec's
         # concatenated axes in its order: a reshape then gives (G, B*L, width)
         axes = {"batch": 0, "head": 1, "token": 2, "loop": 3, "dim": 4}
@@ -111,6 +118,8 @@ class LLACache(LatentBudget, LoopCache):
         # a decode step's token always sees itself: no mask among the new tokens
         own_mask = None if mask is None or q.shape[2] == 1 else mask[..., past:]
         key_valid, own_tables, rope_table = self._read_inputs(positions, mask, past, k)
+        if self._kernel_order is not None:   # K's decoder rows and the tables are reordered the same way
+            q, k = q[..., self._kernel_order], k[..., self._kernel_order]
         out, _ = latent_attention(q, past_k, past_v, *self._loop_decoders(layer, loop), self.positions, key_valid,
                                   self.rotary.theta, own=(k, v, own_mask), own_tables=own_tables,
                                   rope_table=rope_table, cpu_module=self._cpu_module)
@@ -126,8 +135,11 @@ class LLACache(LatentBudget, LoopCache):
             key_valid = None if mask is None else mask[:, 0, -1, :past]
             if key_valid is not None and not key_valid.is_meta and bool(key_valid.all()):   # meta: probes
                 key_valid = None
-            memo = self._read_memo = (positions, mask, past, key_valid, self.rope_tables(positions, k.dtype),
-                                      self.rope_table(self._position_rows, k.device))
+            own_tables, rope_table = self.rope_tables(positions, k.dtype), self.rope_table(self._position_rows, k.device)
+            if self._kernel_order is not None:
+                own_tables = tuple(t[..., self._kernel_order] for t in own_tables)
+                rope_table = tuple(t[:, self._kernel_order] for t in rope_table)
+            memo = self._read_memo = (positions, mask, past, key_valid, own_tables, rope_table)
         return memo[3:]
 
     def begin_forward(self, positions):
@@ -150,9 +162,12 @@ class LLACache(LatentBudget, LoopCache):
                 mu, _, up = self.codec.params(kind)
                 rows_up, rows_mu = up[groups][:, rows].detach(), mu[groups][:, rows].detach()
                 rows_up = rows_up.reshape(self.num_kv_heads, self.head_dim, up.shape[-1])
+                rows_mu = rows_mu.reshape(self.num_kv_heads, self.head_dim)
+                if kind == "k" and self._kernel_order is not None:
+                    rows_up, rows_mu = rows_up[:, self._kernel_order], rows_mu[:, self._kernel_order]
                 if rows_up.device.type == "cpu":   # (H_kv, r, d) in memory: the CPU kernel's layout, not copied per call
                     rows_up = rows_up.transpose(1, 2).contiguous().transpose(1, 2)
-                rows_of += [rows_up, rows_mu.reshape(self.num_kv_heads, self.head_dim)]
+                rows_of += [rows_up, rows_mu]
             return tuple(rows_of)
         return self._gathered(("decoders", layer, loop), gather)
 
@@ -265,12 +280,12 @@ class LLACache(LatentBudget, LoopCache):
         super().end_forward()
 
     # -- accounting ------------------------------------------------------------------------
-    def bytes_per_token(self, dtype):
+    def loop_bytes_per_token(self, dtype):
         if self.read_path == "full":
             element = torch.tensor([], dtype=dtype).element_size()
             return 2 * self.num_loops * self.num_layers * self.num_kv_heads * self.head_dim * element
         return self.codec.bytes_per_token(dtype)
 
-    def cached_tensors(self):
+    def loop_tensors(self):
         stores = self.recon if self.read_path == "full" else self.latents
         return [t for kind in ("k", "v") for t in stores[kind] if t is not None]

@@ -26,6 +26,9 @@ class MeltCache(LoopCache):
     budgeted = False   # its budget is fixed by its architecture (T x below the teacher)
     model_variant = True   # served by a MELT model (its own gates, trained in two stages), not the teacher
     bookkeeping = LoopCache.bookkeeping + ("outputs",)   # attention outputs recorded for stage-2 alignment
+    stores_outer_layers = False
+    outer_layers_refused = ("MELT's student is a gated Ouro (models/melt_model.py); a Huginn MELT, gating across "
+                            "recurrence steps between prelude and coda, is not built")
     not_checked = {
         "lossless": "a model variant: its K/V are projected from MELT's gated state, not the teacher's (alpha = 0, "
                     "the LoopLM end of stage 1, is checked equal to the teacher in tests/cache/test_melt.py)",
@@ -42,6 +45,7 @@ class MeltCache(LoopCache):
         """A MELT student of `teacher` (element-wise gate, zero-initialised) as served: one token per chunk."""
         from loopkv.models.melt_model import melt_from_teacher
 
+        cls.check_serves(teacher.config)
         return melt_from_teacher(teacher, "full", chunk_size=1).eval().requires_grad_(False)
 
     def __init__(self, config, alpha: float = 1.0, record_outputs: bool = False):
@@ -103,13 +107,13 @@ class MeltCache(LoopCache):
             self.values[layer][:, :, -n:] = v
         return self.keys[layer], self.values[layer]
 
-    def bytes_per_token(self, dtype):
+    def loop_bytes_per_token(self, dtype):
         element = torch.tensor([], dtype=dtype).element_size()
         return 2 * self.num_layers * self.num_kv_heads * self.head_dim * element
 
-    def cached_tensors(self):
+    def loop_tensors(self):
         own = [t for t in self.keys + self.values if t is not None]
-        return own + (self.base.cached_tensors() if self.base is not None else [])
+        return own + (self.base.loop_tensors() if self.base is not None else [])
 
     def reorder_cache(self, beam_idx):
         self.keys = [t.index_select(0, beam_idx) if t is not None else None for t in self.keys]

@@ -60,8 +60,8 @@ class MLAHeadCache(LatentBudget, LoopCache):
         b, s = x.shape[:2]
         return x.reshape(b, s, self.num_kv_heads, self.head_dim).transpose(1, 2)
 
-    def bytes_per_token(self, dtype):
+    def loop_bytes_per_token(self, dtype):
         return self.codec.bytes_per_token(dtype)
 
-    def cached_tensors(self):
+    def loop_tensors(self):
         return [t for kind in ("k", "v") for t in self.latents[kind] if t is not None]

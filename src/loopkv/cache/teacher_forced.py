@@ -17,7 +17,7 @@ import math
 
 import torch
 
-from loopkv.cache.base import LoopCache
+from loopkv.cache.base import LoopCache, attention
 
 
 class KVTrace:
@@ -78,19 +78,28 @@ class TeacherForcedCache(LoopCache):
         self.trace.outputs[loop, layer] = out
         return out
 
+    def attend_outer(self, layer, positions, q, k, v, mask):
+        # non-looped layers are exact in every method: plain causal attention over the window
+        if mask is not None or self.get_seq_length():
+            raise ValueError("the teacher-forced view runs on whole windows: no padding, no cached past")
+        return attention(q, self.rope(positions, k), v, None)
+
     def update(self, loop, layer, positions, k, v):
         raise NotImplementedError("TeacherForcedCache computes attention in attend()")
 
-    def bytes_per_token(self, dtype):
-        return self.view.bytes_per_token(dtype)
+    def loop_bytes_per_token(self, dtype):
+        return self.view.loop_bytes_per_token(dtype)
 
-    def cached_tensors(self):
+    def loop_tensors(self):
         return []
 
 
 def teacher_forced_forward(model, input_ids: torch.Tensor, view: LoopCache, source: KVTrace | None = None,
-                           output_loop_logits: bool = False):
-    """(model output, the forward's KVTrace) for a window read through `view`."""
+                           output_loop_logits: bool = False, **forward_kwargs):
+    """(model output, the forward's KVTrace) for a window read through `view`; `forward_kwargs` go to
+    the model (Huginn: num_steps, input_states, init_scale)."""
     cache = TeacherForcedCache(model.config, view, source)
-    out = model(input_ids, cache=cache, use_cache=False, output_loop_logits=output_loop_logits)
+    if output_loop_logits:
+        forward_kwargs["output_loop_logits"] = True
+    out = model(input_ids, cache=cache, use_cache=False, **forward_kwargs)
     return out, cache.trace

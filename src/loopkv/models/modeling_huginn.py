@@ -192,6 +192,7 @@ class HuginnForCausalLM(PreTrainedModel, LoopCacheGeneration, GenerationMixin):
         run = lambda block, x, step=None: block(x, step, positions, self.rotary, rope_tables, mask, cache)  # noqa: E731
         t = self.transformer
 
+        cache.expect_loops(no_grad_steps + grad_steps)
         cache.begin_forward(positions)
         e = t.wte(input_ids) * self.emb_scale
         for block in t.prelude:

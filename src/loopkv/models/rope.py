@@ -37,6 +37,14 @@ class Rotary:
         return x * cos + rotate_pairs(x) * sin
 
 
+def half_layout_order(head_dim: int, device=None) -> torch.Tensor:
+    """Indices taking an interleaved-layout vector to the rotate-half layout (x[..., order]): dims
+    0, 2, 4, ... then 1, 3, 5, .... Rotating there is rotating interleaved, then reordering, and one
+    order applied to queries and keys leaves every score q . k unchanged: a rotate-half kernel serves
+    an interleaved model through it."""
+    return torch.cat([torch.arange(0, head_dim, 2, device=device), torch.arange(1, head_dim, 2, device=device)])
+
+
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
     half = x.shape[-1] // 2
     return torch.cat([-x[..., half:], x[..., :half]], dim=-1)

@@ -2,7 +2,7 @@
 the tensors its cache really allocates, at any architecture, with or without weights.
 
 `fill_cache` runs the cache protocol's write half (begin_forward, append at every (loop, layer),
-end_forward) on K/V of the right shapes, so the method's own code decides what it keeps. On the
+update_outer at every non-looped layer, end_forward) on K/V of the right shapes, so the method's own code decides what it keeps. On the
 meta device nothing is allocated but every tensor's size is known: paper-scale footprints (Ouro-1.4B,
 Ouro-2.6B) come from the same code path without loading weights.
 """
@@ -58,6 +58,10 @@ def fill_cache(cache: LoopCache, batch: int, tokens: int, dtype: torch.dtype = t
             k = draw(shape, dtype=dtype, device=device, generator=generator)
             v = draw(shape, dtype=dtype, device=device, generator=generator)
             cache.append(loop, layer, positions, k, v)
+    for layer in range(cache.num_outer_layers):   # kept exact by every method
+        k = draw(shape, dtype=dtype, device=device, generator=generator)
+        v = draw(shape, dtype=dtype, device=device, generator=generator)
+        cache.update_outer(layer, positions, k, v)
     cache.end_forward()
     return cache
 
