@@ -70,7 +70,7 @@ def variants(names=None) -> list[tuple[str, str | None]]:
 
 def serves(name: str, family: str) -> bool:
     """Whether the method serves the family's models (a method without non-looped layers refuses Huginn)."""
-    return family != "huginn" or METHODS[name].stores_outer_layers
+    return family != "huginn" or not METHODS[name].outer_layers_refused
 
 
 def cases(check: str, names=None, families=FAMILIES) -> list:

@@ -29,7 +29,7 @@ and the cache's totals add the non-looped layers' (`bytes_per_token`, `cached_te
 loop count is a forward argument (Huginn's num_steps) says how many loops the next forward runs
 (`expect_loops`): a cache is built for the config's count, and only the teacher's resizes.
 The config's `rope_style` (models/rope.py; rotate-half when absent) says how the cache rotates keys.
-A method declares what it handles (`stores_outer_layers`, `rope_styles`); a model that needs more is
+A method declares what it handles (`outer_layers_refused`, `rope_styles`); a model that needs more is
 refused when the cache is built.
 """
 from __future__ import annotations
@@ -71,8 +71,7 @@ class LoopCache(ABC):
     known_failures: dict[str, str] = {}
 
     # the models it serves: with non-looped layers (stored exact, attend_outer), RoPE layouts its keys may use
-    stores_outer_layers: bool = True
-    outer_layers_refused: str = ""   # why not, where a method does not serve them
+    outer_layers_refused: str = ""   # why not, where a method does not serve them (empty: it does)
     rope_styles: tuple[str, ...] = ROPE_STYLES
 
     # Attributes transformers' generate() inspects on a cache object.
@@ -110,10 +109,9 @@ class LoopCache(ABC):
     def check_serves(cls, config) -> None:
         """Refuse a model the method does not serve (non-looped layers, RoPE layout), naming why."""
         outer, rope_style = getattr(config, "num_outer_layers", 0), getattr(config, "rope_style", "rotate_half")
-        if outer and not cls.stores_outer_layers:
+        if outer and cls.outer_layers_refused:
             raise LoopKVError(f"KV method {cls.name or cls.__name__!r} does not serve models with non-looped "
-                              f"layers (this {config.model_type} model has {outer})"
-                              f"{': ' + cls.outer_layers_refused if cls.outer_layers_refused else ''}")
+                              f"layers (this {config.model_type} model has {outer}): {cls.outer_layers_refused}")
         if rope_style not in cls.rope_styles:
             raise LoopKVError(f"KV method {cls.name or cls.__name__!r} does not handle {rope_style} RoPE "
                               f"(this {config.model_type} model's); use 'full'")

@@ -26,7 +26,6 @@ class MeltCache(LoopCache):
     budgeted = False   # its budget is fixed by its architecture (T x below the teacher)
     model_variant = True   # served by a MELT model (its own gates, trained in two stages), not the teacher
     bookkeeping = LoopCache.bookkeeping + ("outputs",)   # attention outputs recorded for stage-2 alignment
-    stores_outer_layers = False
     outer_layers_refused = ("MELT's student is a gated Ouro (models/melt_model.py); a Huginn MELT, gating across "
                             "recurrence steps between prelude and coda, is not built")
     not_checked = {
