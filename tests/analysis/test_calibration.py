@@ -41,3 +41,33 @@ def test_run_calibration_counts_and_samples(reference_model):
     k, _ = capture_kv(reference_model, rows)
     torch.testing.assert_close(cal.moments["per_head", "k"].mean(),
                                to_vectors(k.flatten(0, 1), ("layer", "head")).double().mean(0))
+
+
+def test_huginn_capture_is_every_core_step_of_the_authors_states(huginn_reference_model, huginn_reference_dir):
+    """Huginn's loop axis is the core's steps: step t's layer-0 keys are the fused projection's K rows
+    (plus the k bias) of norm_1(adapter([state after step t-1, prelude output])), recomputed here from
+    the states the authors' code produced (input_states at step 0). Prelude and coda are not captured."""
+    import numpy as np
+
+    from loopkv.models.huginn_checkpoint import SAFETENSORS
+    from safetensors.numpy import load_file
+
+    fixture = np.load(huginn_reference_dir / "expected.npz")
+    weights = {k: torch.from_numpy(v) for k, v in load_file(huginn_reference_dir / SAFETENSORS).items()}
+    tokens, start = torch.from_numpy(fixture["tokens"]), torch.from_numpy(fixture["input_states"])
+    core, prelude = torch.from_numpy(fixture["core_states"]), torch.from_numpy(fixture["prelude_out"])
+    k, v = capture_kv(huginn_reference_model, tokens, input_states=start)
+    assert k.shape == v.shape == (2, 10, 2, 4, 4, 16)        # (B, L, R core layers, H, steps, dh)
+
+    def rms(x, w):
+        return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+    block = "transformer.core_block.0."
+    for step in range(4):
+        state = start if step == 0 else core[step - 1]
+        x = torch.cat([state, prelude], dim=-1) @ weights["transformer.adapter.weight"].T
+        kv_rows = rms(x, weights[block + "norm_1.weight"]) @ weights[block + "attn.Wqkv.weight"][64:].T
+        want_k = kv_rows[..., :64].view(2, 10, 4, 16) + weights[block + "attn.qk_bias"][1, 0]
+        want_v = kv_rows[..., 64:].view(2, 10, 4, 16)
+        torch.testing.assert_close(k[:, :, 0, :, step], want_k, atol=2e-4, rtol=1e-4)
+        torch.testing.assert_close(v[:, :, 0, :, step], want_v, atol=2e-4, rtol=1e-4)

@@ -63,3 +63,34 @@ def test_truncated_foreign_or_mismatched_codec_files_are_reported(tmp_path):
     path.write_bytes(path.read_bytes()[:300])
     with pytest.raises(LoopKVError, match="corrupt or truncated"):
         read_codec_file(path, setting)
+
+
+def test_a_huginn_checkpoint_loads_as_a_teacher(huginn_reference_dir):
+    """model_type huginn_raven loads through the same checks, as loopkv's own Huginn (no remote code),
+    and computes the authors' logits (fixture, zero initial state)."""
+    import numpy as np
+
+    from loopkv.models import HuginnForCausalLM
+
+    model = load_teacher(huginn_reference_dir)
+    assert isinstance(model, HuginnForCausalLM) and not model.training
+    assert not any(p.requires_grad for p in model.parameters())
+    expected = np.load(huginn_reference_dir / "expected.npz")
+    with torch.no_grad():
+        logits = model(torch.from_numpy(expected["tokens"]), num_steps=4, init_scale=0.0).logits
+    torch.testing.assert_close(logits, torch.from_numpy(expected["logits_zero_state"]), atol=1e-4, rtol=0)
+
+
+def test_a_foreign_or_truncated_huginn_checkpoint_is_reported(tmp_path, huginn_reference_dir):
+    import json
+
+    ckpt = tmp_path / "huginn"
+    shutil.copytree(huginn_reference_dir, ckpt)
+    weights = ckpt / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    with pytest.raises(LoopKVError, match="truncated or corrupt"):
+        load_teacher(ckpt)
+    config = json.loads((ckpt / "config.json").read_text())
+    (ckpt / "config.json").write_text(json.dumps({**config, "model_type": "llama"}))
+    with pytest.raises(LoopKVError, match=r"model_type 'llama', expected one of \['huginn_raven', 'ouro'\]"):
+        load_teacher(ckpt)

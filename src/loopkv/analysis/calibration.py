@@ -19,8 +19,9 @@ from loopkv.utils.device import model_device
 
 
 @torch.no_grad()
-def capture_kv(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None):
-    """Pre-RoPE (K, V) of every token, each of shape (B, L, D, H, T, d_head), in float32."""
+def capture_kv(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **forward_kwargs):
+    """Pre-RoPE (K, V) of every token, each of shape (B, L, D, H, T, d_head), in float32: T loops (Huginn:
+    core steps) of D looped layers. `forward_kwargs` replace the model's own (Huginn: input_states)."""
     config = model.config
     T, D = config.total_ut_steps, config.num_hidden_layers
     keys, values = {}, {}
@@ -31,7 +32,9 @@ def capture_kv(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | No
     device = model_device(model)
     input_ids = input_ids.to(device)
     attention_mask = None if attention_mask is None else attention_mask.to(device)
-    model(input_ids, attention_mask=attention_mask, cache=CaptureCache(config, sink), use_cache=False)
+    forward_kwargs = {**model.loop_forward_kwargs(input_ids), **forward_kwargs}
+    model(input_ids, attention_mask=attention_mask, cache=CaptureCache(config, sink), use_cache=False,
+          **forward_kwargs)
 
     def assemble(store):
         # store[t, d]: (B, H, L, dh) -> (B, D, H, L, T, dh) -> (B, L, D, H, T, dh)

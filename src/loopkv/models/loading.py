@@ -1,4 +1,4 @@
-"""Load a teacher checkpoint (ours or a real Ouro one) with errors a user can act on.
+"""Load a teacher checkpoint (ours, a real Ouro or a real Huginn one) with errors a user can act on.
 
 Before any weight is read, the tensors the weight files hold (their safetensors headers) are compared
 with those the architecture of config.json expects: a missing tensor (which transformers would
@@ -7,19 +7,22 @@ the tensors. After loading, every weight must be finite. A tensor legitimately a
 another that is present (the model shares the parameter)."""
 from __future__ import annotations
 
+import importlib
 import itertools
 from pathlib import Path
 
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
-import loopkv.models.modeling_ouro  # noqa: F401  (registers model type "ouro" with the Auto classes)
 from loopkv.errors import LoopKVError
 from loopkv.utils.checked_io import check_finite, check_tensors, read_json, safetensors_shapes
 from loopkv.utils.device import place
 
 SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
+# the model families loopkv implements: config.json's model_type -> the module whose import registers it
+# with transformers' Auto classes (no trust_remote_code: the code that runs is ours)
+FAMILY_MODULES = {"ouro": "loopkv.models.modeling_ouro", "huginn_raven": "loopkv.models.modeling_huginn"}
 
 
 def load_teacher(directory: str | Path, dtype: str = "float32", device: str | torch.device = "cpu"):
@@ -32,8 +35,10 @@ def load_teacher(directory: str | Path, dtype: str = "float32", device: str | to
     if not any(directory.glob("*.safetensors")) and not any(directory.glob("*.bin")):
         raise LoopKVError(f"teacher checkpoint {directory}: no weight files (*.safetensors)")
     config_json = read_json(directory / "config.json", "model config", fields={"model_type": str})
-    if config_json["model_type"] != "ouro":
-        raise LoopKVError(f"teacher checkpoint {directory}: model_type {config_json['model_type']!r}, expected 'ouro'")
+    if config_json["model_type"] not in FAMILY_MODULES:
+        raise LoopKVError(f"teacher checkpoint {directory}: model_type {config_json['model_type']!r}, expected one "
+                          f"of {sorted(FAMILY_MODULES)} (the looped families loopkv implements)")
+    importlib.import_module(FAMILY_MODULES[config_json["model_type"]])
     try:
         config = AutoConfig.from_pretrained(directory)
         with torch.device("meta"):   # the architecture's tensors, without allocating them

@@ -230,6 +230,15 @@ class HuginnForCausalLM(PreTrainedModel, LoopCacheGeneration, GenerationMixin):
             nn.init.trunc_normal_(state, mean=0.0, std=std, a=-3 * std, b=3 * std)
         return state * self.emb_scale
 
+    def loop_forward_kwargs(self, input_ids: torch.Tensor, grad: bool = False) -> dict:
+        """What a forward over `input_ids` needs so that two forwards over them run the same computation
+        through the config's steps (see OuroForCausalLM's): one draw of the initial state, shared, and
+        the steps as (0, T) when `grad` (the reference runs an int count without grad)."""
+        b, n = input_ids.shape
+        like = torch.empty(b, n, self.config.n_embd, dtype=self.dtype, device=input_ids.device)
+        steps = self.config.mean_recurrence
+        return {"num_steps": (0, steps) if grad else steps, "input_states": self.initial_state(like)}
+
     def _steps(self, num_steps) -> tuple[int, int]:
         """(steps without grad, steps with grad)."""
         if num_steps is None:

@@ -281,6 +281,12 @@ class OuroForCausalLM(OuroPreTrainedModel, LoopCacheGeneration, GenerationMixin)
             loop_logits=loop_logits, exit_pdf=pdf, exit_step=steps,
         )
 
+    def loop_forward_kwargs(self, input_ids: torch.Tensor, grad: bool = False) -> dict:
+        """What a forward over `input_ids` needs so that two forwards over them run the same
+        computation through every loop, with gradient through all of them when `grad` (distillation's
+        two passes, calibration): nothing for Ouro, whose forward is deterministic and differentiable."""
+        return {}
+
     def _exit_steps(self, pdf, exit_at_step, exit_threshold):
         T = self.config.total_ut_steps
         if exit_at_step is not None:

@@ -46,9 +46,11 @@ class CodecDistiller(torch.nn.Module):
         outputs) count, e.g. only those that drew a student-generated token (on-policy)."""
         device = model_device(self.teacher)   # where the engine keeps the module: batches come from the host
         ids = ids.to(device)
+        # both passes start from the same state (Huginn's is random) and pass 2 has gradient in every loop
+        run = self.teacher.loop_forward_kwargs(ids, grad=True)
         with torch.no_grad():
-            t_out, t_trace = teacher_forced_forward(self.teacher, ids, self.exact)
-        s_out, s_trace = teacher_forced_forward(self.teacher, ids, self.view, source=t_trace)
+            t_out, t_trace = teacher_forced_forward(self.teacher, ids, self.exact, **run)
+        s_out, s_trace = teacher_forced_forward(self.teacher, ids, self.view, source=t_trace, **run)
         match = distribution_match(t_out.logits, s_out.logits)
         if weights is None:
             weights = torch.ones(ids.shape, dtype=torch.float32, device=device)
@@ -67,17 +69,30 @@ def _weighted_mse(student: torch.Tensor, teacher: torch.Tensor, weights: torch.T
     return (err * weights).sum() / weights.sum().clamp(min=1)
 
 
+HELDOUT_SEED = 0   # of the random draws a measurement makes (Huginn's initial states)
+
+
 @torch.no_grad()
 def heldout_match(distiller: CodecDistiller, windows: torch.Tensor, batch_size: int) -> dict:
-    """Teacher-forced (two-pass) KL and top-1 agreement on fixed windows: checkpoint selection."""
+    """Teacher-forced (two-pass) KL and top-1 agreement on fixed windows: checkpoint selection. Every
+    measurement makes the same random draws (at a tiny Huginn, a new initial state moves the KL by more
+    than training does) and leaves the training's random stream where it was (resume stays bitwise)."""
     kl, top1, n = 0.0, 0.0, 0
-    for i in range(0, len(windows), batch_size):
-        terms = distiller(windows[i:i + batch_size])
-        count = windows[i:i + batch_size].numel()
-        kl += float(terms["kl"]) * count
-        top1 += float(terms["top1"]) * count
-        n += count
+    with torch.random.fork_rng(devices=_accelerators(windows, distiller)):
+        torch.manual_seed(HELDOUT_SEED)
+        for i in range(0, len(windows), batch_size):
+            terms = distiller(windows[i:i + batch_size])
+            count = windows[i:i + batch_size].numel()
+            kl += float(terms["kl"]) * count
+            top1 += float(terms["top1"]) * count
+            n += count
     return {"kl": kl / n, "top1": top1 / n, "n_tokens": n}
+
+
+def _accelerators(*objects) -> list:
+    """The CUDA devices whose random state a measurement forks (none on the CPU)."""
+    device = model_device(objects[-1].teacher)
+    return [device] if device.type == "cuda" else []
 
 
 def distill_codec(cfg: dict, teacher, view: LoopCache, batches, val_windows: torch.Tensor, checkpoint_dir,
