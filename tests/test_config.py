@@ -618,3 +618,91 @@ def test_a_recursive_yaml_alias_is_named_not_a_recursion_error(tmp_path):
     path.write_text("data: &a {corpus: {text_files: *a}}\n")
     with pytest.raises(LoopKVError, match="'data.corpus.text_files': holds itself"):
         load_workflow_config([path], check_paths=False)
+
+
+# ---------------------------------------------------------------- the model family
+
+
+HUGINN_FIXTURE = ROOT / "tests" / "fixtures" / "huginn-tiny-reference"
+# the fixture's shape in loopkv's names (its config.json: n_embd 64, 4 heads, core 2 x 4 steps, 1 + 1)
+HUGINN_MATCHING = {"model.family": "huginn", "model.source": "pretrained", "model.path": str(HUGINN_FIXTURE),
+                   "model.arch.hidden_size": 64, "model.arch.num_attention_heads": 4, "model.arch.head_dim": 16,
+                   "model.arch.num_hidden_layers": 2, "model.arch.total_ut_steps": 4,
+                   "model.arch.intermediate_size": 128, "model.arch.rope_theta": 50000,
+                   "model.arch.max_position_embeddings": 64, "model.huginn.prelude_layers": 1,
+                   "model.huginn.coda_layers": 1, "model.huginn.backprop_steps": 2,
+                   "data.tokenizer.vocab_size": 256, "methods.budgets": {}, "methods.table1": {}}
+
+
+def _huginn_config(**edits) -> dict:
+    cfg = copy.deepcopy(DEFAULT_VALUES)
+    for dotted, value in {**HUGINN_MATCHING, **edits}.items():
+        _set(cfg, dotted, value)
+    return cfg
+
+
+def _first_problem(cfg) -> str:
+    """The first problem of a model key (the tiny fixture's 64 positions give others)."""
+    with pytest.raises(LoopKVError) as info:
+        load_config(cfg, check_paths=True)
+    return next(line for line in str(info.value).splitlines() if line.startswith("config key 'model."))
+
+
+def test_a_huginn_checkpoint_is_checked_under_its_own_field_names():
+    """Huginn's config.json states loopkv's shape under its own names (n_embd, mean_recurrence, ...):
+    each is compared, and a checkpoint of the other family is refused by its model_type."""
+    try:
+        load_config(_huginn_config(), check_paths=True)
+    except LoopKVError as e:   # only problems of other keys may remain (the tiny fixture's 64 positions)
+        assert not any(line.startswith("config key 'model.") for line in str(e).splitlines()), str(e)
+    first = _first_problem(_huginn_config(**{"model.arch.total_ut_steps": 32}))
+    assert first.startswith("config key 'model.arch.total_ut_steps': is 32 but the checkpoint's config.json")
+    assert "has mean_recurrence = 4" in first
+    first = _first_problem(_huginn_config(**{"model.huginn.coda_layers": 2}))
+    assert first.startswith("config key 'model.huginn.coda_layers': is 2") and "n_layers_in_coda = 1" in first
+    first = _first_problem(_huginn_config(**{"model.family": "ouro"}))
+    assert first.startswith("config key 'model.family': is 'ouro' (model_type 'ouro') but the checkpoint's "
+                            "config.json") and "has model_type 'huginn_raven'" in first
+
+
+def test_a_huginn_architecture_must_split_its_width_into_heads():
+    cfg = copy.deepcopy(DEFAULT_VALUES)
+    _set(cfg, "model.family", "huginn")
+    _set(cfg, "report.paper_model", "Huginn-3.5B")
+    _set(cfg, "model.arch.head_dim", 16)   # 4 heads x 16 != 128
+    with pytest.raises(LoopKVError, match=r"config key 'model\.arch\.hidden_size': family huginn: must equal "
+                                          r"num_attention_heads x head_dim \(4 x 16\), got 128"):
+        load_config(cfg, check_paths=False)
+    _set(cfg, "model.family", "llama")
+    with pytest.raises(LoopKVError, match=r"config key 'model\.family'"):
+        load_config(cfg, check_paths=False)
+
+
+def test_the_teacher_job_reads_the_family_only_where_it_changes_the_model():
+    """An Ouro run's teacher slice is model.arch as it was before families existed (nothing reruns);
+    a Huginn run's carries the family and model.huginn, not Ouro's own sublayer_norm_init."""
+    from loopkv.jobs.declared import job_spec
+    from loopkv.jobs.slices import job_slice
+
+    spec = job_spec("teacher-pretrain")
+    ouro = load_config(copy.deepcopy(DEFAULT_VALUES), check_paths=False)
+    assert job_slice(spec, ouro)["model"] == {"arch": DEFAULT_VALUES["model"]["arch"],
+                                              "dtype": DEFAULT_VALUES["model"]["dtype"]}
+    cfg = copy.deepcopy(DEFAULT_VALUES)
+    _set(cfg, "model.family", "huginn")
+    _set(cfg, "report.paper_model", "Huginn-3.5B")
+    arch = job_slice(spec, load_config(cfg, check_paths=False))["model"]["arch"]
+    want = {k: v for k, v in DEFAULT_VALUES["model"]["arch"].items() if k != "sublayer_norm_init"}
+    assert arch == {"family": "huginn", **want, **DEFAULT_VALUES["model"]["huginn"]}
+
+
+def test_a_paper_model_is_of_the_runs_family():
+    cfg = copy.deepcopy(DEFAULT_VALUES)
+    _set(cfg, "model.family", "huginn")
+    with pytest.raises(LoopKVError, match=r"config key 'report\.paper_model': 'Ouro-1\.4B' is a paper model of "
+                                          r"another family than model\.family 'huginn'"):
+        load_config(cfg, check_paths=False)
+    _set(cfg, "model.family", "ouro")
+    _set(cfg, "report.paper_model", "Huginn-3.5B")
+    with pytest.raises(LoopKVError, match=r"config key 'report\.paper_model': 'Huginn-3\.5B'"):
+        load_config(cfg, check_paths=False)

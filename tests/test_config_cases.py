@@ -221,6 +221,7 @@ REPOSITORY_CONFIGS = {
     "ouro-1.4b+paper_cpu": (["config/ouro-1.4b.yaml", "tests/workflow/paper_cpu.yaml"], []),
     "ouro-1.4b+gpu_smoke": (["config/ouro-1.4b.yaml", "benchmarks/gpu_smoke.yaml"], []),
     "ouro-1.4b+ouro-2.6b": (["config/ouro-1.4b.yaml", "config/ouro-2.6b.yaml"], []),
+    "huginn-tiny": (["config/huginn-tiny.yaml"], []),
     "micro+config-args": (["tests/workflow/micro.yaml"], ["seed=7", "results_dir=results/other"]),
     "json-and-yte": (["cases-ok/plain.json", "cases-ok/template.yaml"], []),
     # Snakemake drops config/config.yaml; the Snakefile's load_config fills the overlay from it again

@@ -621,6 +621,14 @@ def _check_model(c: dict) -> Iterator[Problem]:
     model = c["model"]
     if model["source"] == "pretrained" and model["path"] is None:
         yield "model.path", "required when model.source is 'pretrained'"
+    huginn_paper = c["report"]["paper_model"].startswith("Huginn")
+    if huginn_paper != (model["family"] == "huginn"):
+        yield ("report.paper_model", f"{c['report']['paper_model']!r} is a paper model of another family than "
+                                     f"model.family {model['family']!r}: its numbers are not this run's to stand beside")
+    arch = model["arch"]
+    if model["family"] == "huginn" and arch["hidden_size"] != arch["num_attention_heads"] * arch["head_dim"]:
+        yield ("model.arch.hidden_size", f"family huginn: must equal num_attention_heads x head_dim "
+                                         f"({arch['num_attention_heads']} x {arch['head_dim']}), got {arch['hidden_size']}")
 
 
 def _check_windows(c: dict) -> Iterator[Problem]:
@@ -712,6 +720,8 @@ def melt_budget_label(c: dict) -> str | None:
 def _check_melt(c: dict) -> Iterator[Problem]:
     from loopkv.cache.registry import METHODS, budgeted_methods
 
+    if c["model"]["family"] != "ouro":   # MELT's gate serves looped layers only: a Huginn run builds no MELT job
+        return
     melt = c["melt"]
     for stage in ("stage1", "stage2"):
         if melt[stage]["warmup_steps"] > melt[stage]["steps"]:
@@ -1094,20 +1104,32 @@ def _dir_problems(c: dict, base: Path) -> list[Problem]:
 
 
 def _checkpoint_problems(c: dict, config_json: Path) -> list[Problem]:
-    """A pretrained checkpoint decides its architecture: every model.arch key its config.json states
-    must equal it (budgets, MELT's label and the serving models read model.arch), and so must the
-    vocabulary data.tokenizer.vocab_size names."""
+    """A pretrained checkpoint decides its architecture: its model_type must be model.family's, and every
+    model.arch (model.huginn) key its config.json states, under the family's field name, must equal it
+    (budgets, MELT's label and the serving models read model.arch), and so must the vocabulary
+    data.tokenizer.vocab_size names."""
     try:
         shipped = json.loads(config_json.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         return [("model.path", f"{config_json} is not readable JSON ({type(e).__name__}: {e})")]
     if not isinstance(shipped, dict):
         return [("model.path", f"{config_json} is not a JSON object")]
+    from loopkv.models.families import CHECKPOINT_FIELDS, MODEL_TYPES
+
+    family = c["model"]["family"]
+    if "model_type" in shipped and shipped["model_type"] != MODEL_TYPES[family]:
+        return [("model.family", f"is {family!r} (model_type {MODEL_TYPES[family]!r}) but the checkpoint's config.json "
+                                 f"({config_json}) has model_type {shipped['model_type']!r}")]
     problems: list[Problem] = []
-    for key, value in c["model"]["arch"].items():
-        if key in shipped and shipped[key] != value:
-            problems.append((f"model.arch.{key}", f"is {_show(value)} but the checkpoint's config.json "
-                                                  f"({config_json}) has {_show(shipped[key])}"))
+    # Ouro's config.json uses loopkv's names; Huginn's its own
+    fields = CHECKPOINT_FIELDS.get(family) or {f"arch.{k}": k for k in c["model"]["arch"]}
+    for key, field in fields.items():
+        section, name = key.split(".")
+        value = c["model"][section][name]
+        if field in shipped and shipped[field] != value:
+            shown = "" if field == name else f"{field} = "
+            problems.append((f"model.{key}", f"is {_show(value)} but the checkpoint's config.json "
+                                             f"({config_json}) has {shown}{_show(shipped[field])}"))
     vocab = c["data"]["tokenizer"]["vocab_size"]
     if "vocab_size" in shipped and shipped["vocab_size"] != vocab:
         problems.append(("data.tokenizer.vocab_size", f"is {vocab} but the checkpoint's config.json "

@@ -23,7 +23,8 @@ def small_huginn(steps=2, layers=2, heads=4, head_dim=12, seed=0, std=0.3):
     (its own init is tiny), so continuations and cache errors are visible."""
     config = HuginnConfig(vocab_size=64, n_embd=heads * head_dim, n_heads=heads, n_layers=layers + 2,
                           n_layers_in_prelude=1, n_layers_in_recurrent_block=layers, n_layers_in_coda=1,
-                          mean_recurrence=steps, intermediate_size=96, block_size=128, rope_base=10000)
+                          mean_recurrence=steps, intermediate_size=96, block_size=128, rope_base=10000,
+                          pad_token_id=0, bos_token_id=1, eos_token_id=2)
     torch.manual_seed(seed)
     model = HuginnForCausalLM(config).eval()
     with torch.no_grad():

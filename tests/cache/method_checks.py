@@ -55,10 +55,7 @@ TOLERANCE = {torch.float64: 1e-8, (torch.float32, "ouro"): 2e-4, (torch.float32,
 FAMILIES = ("ouro", "huginn")
 # each family's forward arguments: Huginn from the zero initial state (its default start is random)
 FORWARD = {"ouro": {}, "huginn": {"init_scale": 0.0}}
-FAMILY_NOT_CHECKED = {
-    "huginn": {"padding": "Huginn attends plain-causally, as its reference (which ignores the mask): the model "
-                          "refuses padded batches (tests/model/test_huginn_reference.py)"},
-}
+FAMILY_NOT_CHECKED: dict[str, dict[str, str]] = {}   # family -> {check: why it cannot run there}
 # the reference outputs the lossless check compares with, per family: (fixture file key)
 REFERENCE_LOGITS = {"ouro": "logits_final", "huginn": "logits_zero_state"}
 

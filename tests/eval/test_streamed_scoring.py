@@ -1,4 +1,8 @@
 """Scoring through a method's cache: streamed continuations and streamed teacher fidelity."""
+import sys
+from pathlib import Path
+
+import pytest
 import torch
 
 from loopkv.cache import make_cache
@@ -7,7 +11,13 @@ from loopkv.eval.generation import continuation_logprobs, streamed_logits
 from loopkv.models import OuroConfig, OuroForCausalLM
 
 
-def model():
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cache"))
+from cache_helpers import small_huginn  # noqa: E402
+
+
+def model(family="ouro"):
+    if family == "huginn":   # random initial states (init_scale 1), as Huginn runs
+        return small_huginn(steps=3, layers=2, heads=2, head_dim=16, std=0.2)
     config = OuroConfig(vocab_size=61, hidden_size=32, num_hidden_layers=2, total_ut_steps=3,
                         num_attention_heads=2, num_key_value_heads=2, head_dim=16, intermediate_size=64,
                         max_position_embeddings=64, initializer_range=0.3)
@@ -36,11 +46,25 @@ def test_streamed_logits_through_the_full_cache_equal_one_forward():
                                m(rows, use_cache=False).logits, atol=1e-4, rtol=0)
 
 
-def test_fidelity_is_perfect_for_the_teacher_and_not_for_a_lossy_cache():
-    m = model()
+@pytest.mark.parametrize("family", ["ouro", "huginn"])
+def test_fidelity_is_perfect_for_the_teacher_and_not_for_a_lossy_cache(family):
+    """Huginn: the teacher's forward and the streamed method start from the same initial states."""
+    m = model(family)
     windows = torch.randint(3, 61, (5, 12))
     exact = teacher_fidelity(m, windows, 2, lambda: make_cache("full", m.config))
     assert abs(exact["kl"]) < 1e-6 and exact["top1"] == 1.0 and exact["n_tokens"] == 5 * 11
     assert abs(exact["ce"] - exact["teacher_ce"]) < 1e-5
     lossy = teacher_fidelity(m, windows, 2, lambda: make_cache("final_loop", m.config))
     assert lossy["kl"] > 1e-3 and lossy["top1"] < 1.0 and lossy["teacher_ce"] == exact["teacher_ce"]
+
+
+def test_every_method_is_measured_from_the_same_huginn_start():
+    """A measurement's random draws are fixed: the same method measures the same KL twice, whatever the
+    process drew before (so methods are compared on the same initial states)."""
+    m = model("huginn")
+    windows = torch.randint(3, 61, (4, 10), generator=torch.Generator().manual_seed(2))
+    torch.manual_seed(1)
+    first = teacher_fidelity(m, windows, 2, lambda: make_cache("final_loop", m.config))
+    torch.manual_seed(2)
+    again = teacher_fidelity(m, windows, 2, lambda: make_cache("final_loop", m.config))
+    assert first == again and first["kl"] > 1e-3

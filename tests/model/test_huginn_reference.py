@@ -158,12 +158,18 @@ def test_generate_with_the_cache_equals_an_uncached_argmax_loop(model, expected)
     assert torch.equal(out, ids)
 
 
-def test_a_padding_mask_is_refused(model, expected):
+def test_a_left_padded_row_computes_the_authors_logits(model, expected):
+    """The reference ignores attention_mask (its batches are never padded); ours masks left pads, so a
+    row padded in a batch gives the logits the authors' code gives it alone (zero initial state)."""
     tokens, _ = inputs(expected)
-    mask = torch.ones_like(tokens)
-    mask[0, 0] = 0
-    with pytest.raises(LoopKVError, match="plain-causally"):
-        model(tokens, attention_mask=mask, num_steps=1)
+    pads = 3
+    padded = torch.cat([torch.zeros(2, pads, dtype=tokens.dtype), tokens], dim=1)
+    padded[1, :pads] = tokens[1, :pads]   # row 1 unpadded: 13 real tokens beside row 0's 10
+    mask = torch.ones_like(padded)
+    mask[0, :pads] = 0
+    with torch.no_grad():
+        logits = model(padded, attention_mask=mask, num_steps=4, init_scale=0.0).logits
+    close(logits[0, pads:], expected["logits_zero_state"][0])
 
 
 # -- checkpoints that must not load ----------------------------------------------------------

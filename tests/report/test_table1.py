@@ -212,3 +212,28 @@ def test_the_2_6b_paper_grid_stands_beside_when_configured():
     not_run = {(r["method"], r["ratio"]) for r in rows[3:]}
     assert not_run == set(OURO_2_6B) - {("full", 1.0), ("lla", 4.0)}
     assert "Tables 2 (GSM8K, 2-shot) and 11" in footnote(rows, "Ouro-2.6B")
+
+
+def test_on_huginn_the_table_is_lla_table_3(tmp_path):
+    """paper_model Huginn-3.5B: Table 3's paper columns (SVD-only and distilled KL and top-1, MC-avg)
+    beside ours, our two-pass top-1 at the SVD init and at the kept checkpoint shown too."""
+    from loopkv.report.paper_values import HUGINN_TABLE3
+
+    cells = [metrics("full", "1x", 1.0, 0.0, 0.5, 1.0), metrics("lla", "64x", 64.0, 0.3, 0.2, 0.4)]
+    curves = {("lla", "64x"): {"curve": {"heldout": [{"step": 0, "kl": 0.4, "top1": 0.7},
+                                                      {"step": 50, "kl": 0.2, "top1": 0.8}]},
+                               "best": {"step": 50, "kl": 0.2, "top1": 0.8}}}
+    rows = build_rows(cells, curves, passkey_train_max=126, paper_model="Huginn-3.5B")
+    lla = rows[1]
+    assert (lla["kl_svd_only"], lla["top1_svd_only"], lla["kl_two_pass"], lla["top1_two_pass"]) == (0.4, 0.7, 0.2, 0.8)
+    paper = HUGINN_TABLE3["lla", 64.0]
+    assert (lla["paper_kl_svd"], lla["paper_top1_svd"], lla["paper_kl"], lla["paper_top1"], lla["paper_mc_avg"]) == (
+        paper["kl_svd"], paper["top1_svd"], paper["kl"], paper["top1"], paper["mc_avg"])
+    assert rows[0]["paper_mc_avg"] == 0.523 and "paper_gsm8k" not in lla
+    assert sorted(r["ratio"] for r in rows[2:]) == [16.0, 32.0, 128.0]   # Table 3's rows not run here
+    write_csv(rows, tmp_path / "t.csv", "Huginn-3.5B")
+    header = next(csv.reader(open(tmp_path / "t.csv")))
+    assert {"top1_svd_only", "top1_two_pass", "paper_kl_svd", "paper_top1"} <= set(header) and "paper_gsm8k" not in header
+    write_pdf(rows, tmp_path / "t.pdf", "Table 3", "Huginn-3.5B")
+    write_tex(rows, tmp_path / "t.tex", "Huginn-3.5B")
+    assert "Table 3 (Huginn-3.5B" in (tmp_path / "t.tex").read_text()

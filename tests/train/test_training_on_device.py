@@ -45,6 +45,7 @@ def test_codec_distiller_on_another_device_with_host_batches(teacher, calibratio
     for device in ("cpu", lazy):
         model, codec = _on(device, teacher, calibration, lla(2, 3))
         distiller = CodecDistiller(model, cache_factory(lla(2, 3), model.config, codec)(), 0.5)
+        torch.manual_seed(0)   # Huginn's initial state: the same host draw on either device
         with torch.no_grad():
             out = distiller(VAL, weights)        # host tensors in: the distiller moves them
         terms[str(device)] = {k: float(v) for k, v in out.items()}
@@ -52,6 +53,10 @@ def test_codec_distiller_on_another_device_with_host_batches(teacher, calibratio
 
 
 def test_melt_distiller_on_another_device_with_host_batches(teacher):  # noqa: F811
+    if teacher.config.model_type == "huginn_raven":   # MELT's gate has no place for Huginn's outer layers
+        with pytest.raises(LoopKVError, match="KV method 'melt' does not serve models with non-looped layers"):
+            melt_from_teacher(teacher, "full", chunk_size=4)
+        return
     lazy = resolve_device("lazy")
     terms = {}
     for device in ("cpu", lazy):

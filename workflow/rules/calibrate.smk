@@ -43,14 +43,14 @@ rule fig2_spectra:
     input:
         R("analysis/cross_loop_structure.json"),
     output:
-        pdf=f"{REPORTS}/fig2_spectra.pdf",
-        png=report(f"{REPORTS}/fig2_spectra.png", caption="../report/fig2_spectra.rst", category=REPORT_CATEGORIES["lla"],
-                   labels={"result": "LLA Figure 2: cross-loop structure of the teacher's K/V"}),
+        pdf=f"{REPORTS}/{CROSS_LOOP_FIGURE}.pdf",
+        png=report(f"{REPORTS}/{CROSS_LOOP_FIGURE}.png", caption="../report/fig2_spectra.rst", category=REPORT_CATEGORIES["lla"],
+                   labels={"result": f"LLA Figure {4 if huginn() else 2}: cross-loop structure of the teacher's K/V"}),
     params:
         cfg=job_cfg("plot-cross-loop"),
     log:
-        f"{LOGS}/report/fig2_spectra.log",
+        f"{LOGS}/report/{CROSS_LOOP_FIGURE}.log",
     benchmark:
-        f"{LOGS}/benchmarks/report/fig2_spectra.tsv"
+        f"{LOGS}/benchmarks/report/{CROSS_LOOP_FIGURE}.tsv"
     shell:
         "loopkv plot-cross-loop --cfg {params.cfg:q} --structure {input:q} --figure {output.pdf:q} > {log:q} 2>&1"

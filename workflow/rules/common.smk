@@ -158,8 +158,20 @@ TRAIN_TASKS = [t for t in ("passkey", "arithmetic") if config["teacher"]["mixtur
 CALIBRATION_TASKS = [t for t in ("passkey", "arithmetic") if config["calibration"]["mixture"].get(t, 0) > 0]
 
 
+def huginn():
+    return config["model"]["family"] == "huginn"
+
+
+# The equal-budget table and the cross-loop figure have the paper's names for the family: LLA Table 1
+# and Figure 2 on Ouro, Table 3 and Figure 4 on Huginn (the same rules and commands).
+LLA_TABLE = "table3_huginn" if huginn() else "table1"
+CROSS_LOOP_FIGURE = "fig4_huginn" if huginn() else "fig2_spectra"
+
+
 def default_targets():
     teacher = [R("teacher/quality.json")] + ([] if pretrained() else [R("teacher/model/train_curve.json")])
+    if huginn():   # MELT serves no Huginn layer; the serving and suite tables are Ouro's
+        return teacher + [f"{REPORTS}/{CROSS_LOOP_FIGURE}.pdf", f"{REPORTS}/{LLA_TABLE}.pdf"]
     melt = [f"{REPORTS}/{name}.pdf" for name in ("melt_table3", "melt_table4", "melt_vs_lla", "fig_memory_vs_length")]
     suite = [f"{REPORTS}/table7.pdf"] if LM_MODELS and LM_TASK_DATA else []
     suite += [f"{REPORTS}/melt_table1.pdf"] if melt_table1_built() else []
@@ -170,7 +182,7 @@ def default_targets():
     claims = [f"{REPORTS}/claims.md"]
     # the pages of the HTML report: `snakemake --report` shows what the jobs of this DAG wrote
     html = [f"{REPORTS}/claims.html"] + [f"{REPORTS}/{name}.html" for name in report_tables()]
-    return teacher + [f"{REPORTS}/fig2_spectra.pdf", f"{REPORTS}/table1.pdf"] + melt + suite + serving + claims + html
+    return teacher + [f"{REPORTS}/{CROSS_LOOP_FIGURE}.pdf", f"{REPORTS}/{LLA_TABLE}.pdf"] + melt + suite + serving + claims + html
 
 
 # ---- the HTML report (`snakemake --report`): the claims page, every table's page (report.smk) and

@@ -8,9 +8,9 @@ rule table1:
         curves=[R(f"distill/{m}/{b}/curve.json") for m, b in table1_cells() if m in CODEC_METHODS],
         benchmarks=table1_benchmark_results(),
     output:
-        pdf=f"{REPORTS}/table1.pdf",
-        csv=f"{REPORTS}/table1.csv",
-        tex=f"{REPORTS}/table1.tex",
+        pdf=f"{REPORTS}/{LLA_TABLE}.pdf",
+        csv=f"{REPORTS}/{LLA_TABLE}.csv",
+        tex=f"{REPORTS}/{LLA_TABLE}.tex",
     params:
         cfg=job_cfg("table1"),
     log:

@@ -24,8 +24,8 @@ CROSS_LOOP_STRUCTURE = JobSpec(
     outputs=(Arg("out", "JSON with the measured structure and the paper's values"),))
 
 PLOT_CROSS_LOOP = JobSpec(
-    "plot-cross-loop", "LLA Figure 2 from cross-loop-structure's JSON",
-    reads=("report.dpi",),
+    "plot-cross-loop", "LLA Figure 2 (Figure 4 on Huginn) from cross-loop-structure's JSON",
+    reads=("report.dpi", "report.paper_model"),
     inputs=(Arg("structure", "cross-loop-structure's JSON"),),
     outputs=(Arg("figure", "PDF path; a PNG is written beside it"),))
 
@@ -65,17 +65,24 @@ def _calibrate(job) -> None:
 
 
 def _structure(job) -> None:
-    from loopkv.analysis.calibration import read_calibration_state
+    from loopkv.analysis.axis_error import AXIS_LAYOUTS, axis_errors
+    from loopkv.analysis.calibration import Calibration, read_calibration_state
     from loopkv.analysis.spectra import cross_loop_structure
     from loopkv.errors import LoopKVError
     from loopkv.report.paper_values import FIG2_CROSS_LOOP
 
     args = job.args
-    samples = read_calibration_state(args.calibration)["samples"].float()
+    state = read_calibration_state(args.calibration)
+    samples = state["samples"].float()
     if not samples.numel():
         raise LoopKVError(f"calibration {args.calibration} holds no sampled tokens (calibration.sample_tokens is 0)")
     result = cross_loop_structure(samples[0], samples[1])
     result["n_tokens"] = int(samples.shape[1])
+    calibration = Calibration.from_state(state)
+    if all(layout in calibration.layouts for layout in AXIS_LAYOUTS.values()):   # over every calibration token
+        _, _, layers, heads, loops, head_dim = samples.shape
+        result["svd_error_by_axis"] = axis_errors(calibration, loops, heads, head_dim)
+        result["svd_error_tokens"] = calibration.moments["per_head", "k"].count
     result["title"] = (f"teacher K/V cross-loop structure ({samples.shape[1]} sampled tokens, "
                        f"D={samples.shape[2]} H={samples.shape[3]} T={samples.shape[4]})")
     write_json(args.out, {"measured": result, "paper": FIG2_CROSS_LOOP, "provenance": job.prov.block()})
@@ -100,4 +107,6 @@ def _plot(job) -> None:
     structure = read_json(args.structure, "cross-loop structure", fields=STRUCTURE_FIELDS)
     figure = Path(args.figure)
     with atomic_path(figure) as pdf, atomic_path(figure.with_suffix(".png")) as png:
-        plot_cross_loop_structure(structure["measured"], structure["paper"], pdf, png, dpi=job.cfg["report"]["dpi"])
+        # the structure's paper values are Figure 2's (Ouro-1.4B); LLA Figure 4 (Huginn) states none
+        paper = None if job.cfg["report"]["paper_model"].startswith("Huginn") else structure["paper"]
+        plot_cross_loop_structure(structure["measured"], paper, pdf, png, dpi=job.cfg["report"]["dpi"])

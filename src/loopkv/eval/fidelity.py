@@ -12,6 +12,9 @@ import torch.nn.functional as F
 
 from loopkv.eval.generation import CacheFactory, streamed_logits
 from loopkv.utils.device import model_device
+from loopkv.utils.seeding import fixed_draws
+
+FIDELITY_SEED = 0   # of the draws a measurement makes (Huginn's initial states): every method sees the same
 
 
 def distribution_match(teacher_logits: torch.Tensor, student_logits: torch.Tensor) -> dict:
@@ -27,22 +30,26 @@ def distribution_match(teacher_logits: torch.Tensor, student_logits: torch.Tenso
 def teacher_fidelity(model, windows: torch.Tensor, batch_size: int, cache_factory: CacheFactory,
                      student=None) -> dict:
     """`model` is the teacher; the method runs on `student` (a model variant such as MELT) or on
-    the teacher's own weights."""
+    the teacher's own weights. A random start (Huginn's) is drawn once, the same for the teacher, the
+    method and every method measured: the KL is the method's alone, paired across methods."""
     student = model if student is None else student
     model.eval()
     student.eval()
     kl, top1, nll = [], [], {"teacher": [], "method": []}
-    for i in range(0, len(windows), batch_size):
-        rows = windows[i:i + batch_size].to(model_device(model))
-        teacher = model(rows, use_cache=False).logits
-        method = streamed_logits(student, rows, cache_factory(), prefill=1)
-        match = distribution_match(teacher[:, 1:], method[:, 1:])
-        kl.append(match["kl"].flatten())
-        top1.append(match["top1"].flatten())
-        for name, logits in (("teacher", teacher), ("method", method)):
-            # next-token loss at positions 1..L-2 (the last position has no target in the window)
-            nll[name].append(F.cross_entropy(logits[:, 1:-1].flatten(0, 1).float(), rows[:, 2:].flatten(),
-                                             reduction="none"))
+    with fixed_draws(FIDELITY_SEED, model_device(model)):
+        for i in range(0, len(windows), batch_size):
+            rows = windows[i:i + batch_size].to(model_device(model))
+            # the teacher and the method from the same start (Huginn's initial state, drawn per token)
+            run = model.loop_forward_kwargs(rows)
+            teacher = model(rows, use_cache=False, **run).logits
+            method = streamed_logits(student, rows, cache_factory(), prefill=1, **run)
+            match = distribution_match(teacher[:, 1:], method[:, 1:])
+            kl.append(match["kl"].flatten())
+            top1.append(match["top1"].flatten())
+            for name, logits in (("teacher", teacher), ("method", method)):
+                # next-token loss at positions 1..L-2 (the last position has no target in the window)
+                nll[name].append(F.cross_entropy(logits[:, 1:-1].flatten(0, 1).float(), rows[:, 2:].flatten(),
+                                                 reduction="none"))
     kl, top1 = torch.cat(kl), torch.cat(top1)
     return {"kl": float(kl.mean()), "top1": float(top1.mean()), "kl_max_token": float(kl.max()),
             "ce": float(torch.cat(nll["method"]).mean()), "teacher_ce": float(torch.cat(nll["teacher"]).mean()),

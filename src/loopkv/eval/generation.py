@@ -235,11 +235,18 @@ def _scores_streamed(model, ctx, cont, cache) -> list[float]:
 
 
 @torch.no_grad()
-def streamed_logits(model, ids: torch.Tensor, cache, prefill: int = 1) -> torch.Tensor:
+def streamed_logits(model, ids: torch.Tensor, cache, prefill: int = 1, **forward_kwargs) -> torch.Tensor:
     """Logits for every position of unpadded rows `ids` (B, L): `prefill` tokens in one forward,
-    then one token at a time through `cache` (as served). (B, L, V)."""
+    then one token at a time through `cache` (as served). (B, L, V). `forward_kwargs` go to every
+    forward; a tensor among them is per token, (B, L, ...) (Huginn's input_states), and each forward
+    gets its tokens' slice."""
     ids = ids.to(model_device(model))
-    pieces = [model(ids[:, :prefill], cache=cache).logits]
+
+    def run(start: int, stop: int):
+        sliced = {k: v[:, start:stop] if torch.is_tensor(v) else v for k, v in forward_kwargs.items()}
+        return model(ids[:, start:stop], cache=cache, **sliced).logits
+
+    pieces = [run(0, prefill)]
     for i in range(prefill, ids.shape[1]):
-        pieces.append(model(ids[:, i:i + 1], cache=cache).logits)
+        pieces.append(run(i, i + 1))
     return torch.cat(pieces, dim=1)

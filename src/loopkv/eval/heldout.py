@@ -1,11 +1,15 @@
-"""Teacher-forced next-token cross-entropy of every loop on fixed held-out windows. Its per-token
-measure, per_loop_cross_entropy, is also what Ouro's training objective weights (train/objectives.py)."""
+"""Teacher-forced next-token cross-entropy on fixed held-out windows: of every loop (Ouro), or at each
+test-time number of recurrence steps (Huginn). Its per-token measure, per_loop_cross_entropy, is also
+what Ouro's training objective weights (train/objectives.py)."""
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
 from loopkv.utils.device import model_device
+from loopkv.utils.seeding import fixed_draws
+
+HELDOUT_SEED = 0   # of the initial states a Huginn measurement draws: the same at every measurement
 
 
 def per_loop_cross_entropy(loop_logits, labels: torch.Tensor) -> torch.Tensor:
@@ -37,3 +41,24 @@ def heldout_cross_entropy(model, windows: torch.Tensor, batch_size: int) -> dict
     model.train()
     per_loop = (total_loops / count).tolist()
     return {"final_loop_ce": per_loop[-1], "per_loop_ce": per_loop, "expected_ce": total_expected / count}
+
+
+@torch.no_grad()
+def heldout_cross_entropy_by_steps(model, windows: torch.Tensor, batch_size: int, steps: list[int]) -> dict:
+    """Huginn: next-token CE (nats/token) at each number of recurrence steps in `steps`, every count run
+    from the same initial states (drawn once per batch, the same draws at every measurement)."""
+    model.eval()
+    device = model_device(model)
+    totals = {n: 0.0 for n in steps}
+    count = 0
+    with fixed_draws(HELDOUT_SEED, device):
+        for i in range(0, len(windows), batch_size):
+            rows = windows[i:i + batch_size].to(device)
+            start = model.loop_forward_kwargs(rows[:, :-1])["input_states"]
+            for n in steps:
+                logits = model(rows[:, :-1], num_steps=n, input_states=start, use_cache=False).logits
+                totals[n] += float(F.cross_entropy(logits.flatten(0, 1).float(), rows[:, 1:].flatten(),
+                                                   reduction="sum"))
+            count += rows[:, 1:].numel()
+    model.train()
+    return {f"ce_at_{n}": totals[n] / count for n in steps}

@@ -7,6 +7,21 @@ from typing import Mapping
 from loopkv.errors import LoopKVError
 
 
+# arch keys only one family's teacher reads
+OURO_ONLY_ARCH = ("sublayer_norm_init",)
+
+
+def teacher_arch(config: Mapping, **_) -> dict:
+    """model.arch as the teacher's pretraining reads it: an Ouro run's is model.arch itself (the slice
+    it had before Huginn, so nothing reruns); a Huginn run's adds the family and model.huginn's keys
+    and leaves out Ouro's own."""
+    model = config["model"]
+    if model.get("family", "ouro") == "ouro":
+        return dict(model["arch"])
+    arch = {k: v for k, v in model["arch"].items() if k not in OURO_ONLY_ARCH}
+    return {"family": model["family"], **arch, **model["huginn"]}
+
+
 def melt_stage(config: Mapping, recipe: str, stage: int | str, **_) -> dict:
     """One MELT recipe's stage settings: recipes with equal settings share one job."""
     from loopkv.train.melt_recipes import stage_cfg

@@ -66,6 +66,10 @@ class HuginnConfig(PreTrainedConfig):
     sampling_scheme: str = "poisson-lognormal-filling"
     activation_checkpoint_impl: str = "per-iteration"
     use_cache: bool = True
+    # the tokenizer's special tokens (the released checkpoint's config.json states them; generation reads them)
+    pad_token_id: int | None = None
+    bos_token_id: int | None = None
+    eos_token_id: int | list[int] | None = None
     # Which KV method a forward or generate() builds when the caller passes no cache (see loopkv.cache).
     kv_method: str = "full"
 

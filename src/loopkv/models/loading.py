@@ -15,14 +15,12 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from loopkv.errors import LoopKVError
+from loopkv.models.families import MODULES
 from loopkv.utils.checked_io import check_finite, check_tensors, read_json, safetensors_shapes
 from loopkv.utils.device import place
 
 SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
-# the model families loopkv implements: config.json's model_type -> the module whose import registers it
-# with transformers' Auto classes (no trust_remote_code: the code that runs is ours)
-FAMILY_MODULES = {"ouro": "loopkv.models.modeling_ouro", "huginn_raven": "loopkv.models.modeling_huginn"}
 
 
 def load_teacher(directory: str | Path, dtype: str = "float32", device: str | torch.device = "cpu"):
@@ -35,10 +33,10 @@ def load_teacher(directory: str | Path, dtype: str = "float32", device: str | to
     if not any(directory.glob("*.safetensors")) and not any(directory.glob("*.bin")):
         raise LoopKVError(f"teacher checkpoint {directory}: no weight files (*.safetensors)")
     config_json = read_json(directory / "config.json", "model config", fields={"model_type": str})
-    if config_json["model_type"] not in FAMILY_MODULES:
+    if config_json["model_type"] not in MODULES:   # our code runs for it, never the checkpoint's (no remote code)
         raise LoopKVError(f"teacher checkpoint {directory}: model_type {config_json['model_type']!r}, expected one "
-                          f"of {sorted(FAMILY_MODULES)} (the looped families loopkv implements)")
-    importlib.import_module(FAMILY_MODULES[config_json["model_type"]])
+                          f"of {sorted(MODULES)} (the looped families loopkv implements)")
+    importlib.import_module(MODULES[config_json["model_type"]])
     try:
         config = AutoConfig.from_pretrained(directory)
         with torch.device("meta"):   # the architecture's tensors, without allocating them

@@ -16,6 +16,9 @@ from loopkv.utils.device import model_device, place, to_host
 
 
 def melt_from_teacher(teacher, gate: str, ema_decay: float = 0.5, chunk_size: int | None = None):
+    from loopkv.cache.melt import MeltCache
+
+    MeltCache.check_serves(teacher.config)   # a Huginn teacher: refused, saying why, before anything is built
     config = copy.deepcopy(teacher.config)
     # a real Ouro teacher's auto_map names remote-code files a student's directory does not have:
     # tools that load with trust_remote_code would fail on it (loopkv registers "ouro" itself)

@@ -32,6 +32,8 @@ from loopkv.errors import LoopKVError
 from loopkv.models.cache_generation import LoopCacheGeneration
 from loopkv.models.configuration_huginn import HuginnConfig
 from loopkv.models.huginn_checkpoint import check_rope_table, check_vocab_rows, rope_table
+from loopkv.models.huginn_depth import sample_depth
+from loopkv.models.masks import attention_mask_over_cache, padded_positions
 from loopkv.models.modeling_ouro import RMSNorm
 from loopkv.models.rope import Rotary
 
@@ -52,7 +54,9 @@ class HuginnAttention(nn.Module):
     def forward(self, x, step, positions, rotary, rope_tables, mask, cache: LoopCache):
         b, n, _ = x.shape
         qkv = self.Wqkv(x).view(b, n, self.num_heads + 2 * self.num_kv_heads, self.head_dim)
-        q, k, v = qkv.split([self.num_heads, self.num_kv_heads, self.num_kv_heads], dim=2)   # (B, L, H, d)
+        # slices, not split(): the same views, and the lazy test backend mishandles split's outputs
+        h, kv = self.num_heads, self.num_kv_heads
+        q, k, v = qkv[:, :, :h], qkv[:, :, h:h + kv], qkv[:, :, h + kv:]                     # (B, L, H, d)
         if self.qk_bias is not None:
             q, k = q + self.qk_bias[0], k + self.qk_bias[1]
         q = rotary.apply(q.transpose(1, 2), *rope_tables)
@@ -71,8 +75,9 @@ class GatedMLP(nn.Module):
         self.proj = nn.Linear(config.intermediate_size, config.n_embd, bias=False)
 
     def forward(self, x):
-        gate, up = self.fc(x).chunk(2, dim=-1)
-        return self.proj(F.silu(gate) * up)
+        both = self.fc(x)
+        half = both.shape[-1] // 2   # slices, not chunk(): the lazy test backend mishandles chunk's outputs
+        return self.proj(F.silu(both[..., :half]) * both[..., half:])
 
 
 class SandwichBlock(nn.Module):
@@ -169,16 +174,14 @@ class HuginnForCausalLM(PreTrainedModel, LoopCacheGeneration, GenerationMixin):
                 init_scale: float = 1.0, output_core_states: bool = False, inputs_embeds=None,
                 return_dict=None, **kwargs) -> HuginnCausalLMOutput:
         """num_steps: n (n steps, all without grad, as the reference), (n, k) (n without grad, then k
-        with), or None (mean_recurrence, eval mode only). input_states (B, L, n_embd): the initial
+        with), or None (eval mode: mean_recurrence without grad; training: a sampled (n, k)). input_states (B, L, n_embd): the initial
         state; without it a cut normal of std init_std * init_scale (0: zeros), times sqrt(n_embd).
         Positions: position_ids, else cache_position, else the tokens after the cached ones (the
-        reference uses 0.. there, wrong for a decode step). attention_mask may only be all ones:
-        attention is plain causal, as the reference's (which ignores the mask)."""
+        reference uses 0.. there, wrong for a decode step), left pads of attention_mask not counted.
+        attention_mask (B, past + n), 0 = a left pad: pads are masked as keys, so a padded row computes
+        what it computes alone (the reference ignores the mask: equal for an all-ones mask)."""
         if inputs_embeds is not None or input_ids is None:
             raise ValueError("pass input_ids (a Huginn forward starts from token ids)")
-        if attention_mask is not None and not bool(attention_mask.all()):
-            raise LoopKVError("Huginn attends plain-causally (the reference ignores attention_mask): "
-                              "padded batches are not supported")
         cache = cache if cache is not None else past_key_values
         if cache is None:
             cache = make_cache(self.config.kv_method, self.config)
@@ -186,8 +189,8 @@ class HuginnForCausalLM(PreTrainedModel, LoopCacheGeneration, GenerationMixin):
         no_grad_steps, grad_steps = self._steps(num_steps)
         b, n = input_ids.shape
         past = cache.get_seq_length()
-        positions = _positions(position_ids, cache_position, past, b, n, input_ids.device)
-        mask = _causal_mask(past, b, n, input_ids.device)
+        positions = _positions(position_ids, cache_position, attention_mask, past, b, n, input_ids.device)
+        mask = attention_mask_over_cache(attention_mask, past, n, input_ids.device, b)
         rope_tables = self.rotary.cos_sin(positions, self.dtype)
         run = lambda block, x, step=None: block(x, step, positions, self.rotary, rope_tables, mask, cache)  # noqa: E731
         t = self.transformer
@@ -224,16 +227,18 @@ class HuginnForCausalLM(PreTrainedModel, LoopCacheGeneration, GenerationMixin):
     def initial_state(self, like: torch.Tensor, init_scale: float = 1.0) -> torch.Tensor:
         """The reference's random start: normal of std init_std * init_scale cut at 3 std, times the
         embedding scale (about N(0, 0.62^2) cut at 1.90 whatever n_embd); init_scale 0 gives zeros."""
-        state = torch.zeros_like(like)
-        if init_scale:
-            std = self.config.init_std * init_scale
-            nn.init.trunc_normal_(state, mean=0.0, std=std, a=-3 * std, b=3 * std)
-        return state * self.emb_scale
+        if not init_scale:
+            return torch.zeros_like(like)
+        # drawn by the host's generator, then moved: a seeded run starts from the same states on any device
+        state = torch.zeros(like.shape, dtype=like.dtype)
+        std = self.config.init_std * init_scale
+        nn.init.trunc_normal_(state, mean=0.0, std=std, a=-3 * std, b=3 * std)
+        return (state * self.emb_scale).to(like.device)
 
     def loop_forward_kwargs(self, input_ids: torch.Tensor, grad: bool = False) -> dict:
         """What a forward over `input_ids` needs so that two forwards over them run the same computation
-        through the config's steps (see OuroForCausalLM's): one draw of the initial state, shared, and
-        the steps as (0, T) when `grad` (the reference runs an int count without grad)."""
+        through the config's steps (see OuroForCausalLM's): one draw of the initial state (B, L, n_embd),
+        shared, and the steps as (0, T) when `grad` (the reference runs an int count without grad)."""
         b, n = input_ids.shape
         like = torch.empty(b, n, self.config.n_embd, dtype=self.dtype, device=input_ids.device)
         steps = self.config.mean_recurrence
@@ -241,9 +246,9 @@ class HuginnForCausalLM(PreTrainedModel, LoopCacheGeneration, GenerationMixin):
 
     def _steps(self, num_steps) -> tuple[int, int]:
         """(steps without grad, steps with grad)."""
-        if num_steps is None:
+        if num_steps is None:   # training: a sampled depth (models/huginn_depth.py); eval: the mean, no grad
             if self.training:
-                raise LoopKVError("pass num_steps: the reference's training-time depth sampling is not implemented")
+                return sample_depth(self.config.mean_recurrence, self.config.mean_backprop_depth)
             return self.config.mean_recurrence, 0
         if isinstance(num_steps, (tuple, list)) or (torch.is_tensor(num_steps) and num_steps.numel() == 2):
             n, k = (int(x) for x in num_steps)
@@ -255,22 +260,13 @@ class HuginnForCausalLM(PreTrainedModel, LoopCacheGeneration, GenerationMixin):
 
 
 
-def _positions(position_ids, cache_position, past: int, batch: int, n: int, device) -> torch.Tensor:
+def _positions(position_ids, cache_position, attention_mask, past: int, batch: int, n: int, device) -> torch.Tensor:
     """RoPE positions (B, L) of the new tokens."""
     if position_ids is not None:
         return position_ids.expand(batch, n)
     if cache_position is not None:
         return cache_position.view(1, n).expand(batch, n)
-    return torch.arange(past, past + n, device=device).expand(batch, n)
-
-
-def _causal_mask(past: int, batch: int, n: int, device) -> torch.Tensor | None:
-    """Boolean (B, 1, n, past+n), causal over cache order; None with no past (plain causal is exact)."""
-    if past == 0:
-        return None
-    q_idx = torch.arange(past, past + n, device=device)[:, None]
-    allowed = torch.arange(past + n, device=device)[None, :] <= q_idx
-    return allowed[None, None].expand(batch, 1, n, past + n)
+    return padded_positions(attention_mask, past, n, device, batch)
 
 
 # model type "huginn_raven" for transformers' Auto classes (its config registers in configuration_huginn):

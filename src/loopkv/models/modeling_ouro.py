@@ -26,6 +26,7 @@ from transformers.modeling_outputs import ModelOutput
 
 from loopkv.cache import LoopCache, make_cache
 from loopkv.models.cache_generation import LoopCacheGeneration
+from loopkv.models.masks import attention_mask_over_cache, padded_positions
 from loopkv.models.configuration_ouro import OuroConfig
 from loopkv.models.melt_gate import MeltGate
 from loopkv.models.rope import Rotary, apply_rope
@@ -186,7 +187,7 @@ class OuroModel(OuroPreTrainedModel):
         past = cache.get_seq_length()
         n = h.shape[1]
         if position_ids is None:
-            position_ids = _positions(attention_mask, past, n, h.device, h.shape[0])
+            position_ids = padded_positions(attention_mask, past, n, h.device, h.shape[0])
         chunk = self.config.melt_chunk_size if self.config.melt_gate is not None else None
         if chunk is None or n <= chunk:
             return self._forward_chunk(h, attention_mask, position_ids, cache, past)
@@ -205,7 +206,7 @@ class OuroModel(OuroPreTrainedModel):
 
     def _forward_chunk(self, h, attention_mask, position_ids, cache, past) -> OuroModelOutput:
         n = h.shape[1]
-        mask = _attention_mask(attention_mask, past, n, h.device, h.shape[0])
+        mask = attention_mask_over_cache(attention_mask, past, n, h.device, h.shape[0])
         rope_tables = self.rotary.cos_sin(position_ids, h.dtype)
         states, gates, loop_states = [], [], {}
         cache.begin_forward(position_ids)
@@ -284,7 +285,9 @@ class OuroForCausalLM(OuroPreTrainedModel, LoopCacheGeneration, GenerationMixin)
     def loop_forward_kwargs(self, input_ids: torch.Tensor, grad: bool = False) -> dict:
         """What a forward over `input_ids` needs so that two forwards over them run the same
         computation through every loop, with gradient through all of them when `grad` (distillation's
-        two passes, calibration): nothing for Ouro, whose forward is deterministic and differentiable."""
+        two passes, calibration, a method's fidelity to the teacher). A tensor value is per token,
+        (B, L, ...), for a caller that feeds the tokens in pieces to slice. Nothing for Ouro, whose
+        forward is deterministic and differentiable."""
         return {}
 
     def _exit_steps(self, pdf, exit_at_step, exit_threshold):
@@ -319,35 +322,6 @@ def _select_by_step(stacked: torch.Tensor, steps: torch.Tensor | None) -> torch.
     return stacked.gather(0, index)[0]
 
 
-def _positions(attention_mask, past: int, n: int, device, batch: int) -> torch.Tensor:
-    """RoPE positions of the n new tokens; with a padding mask, left pads do not advance positions."""
-    if attention_mask is None:
-        return torch.arange(past, past + n, device=device).expand(batch, n)
-    pos = attention_mask.long().cumsum(-1) - 1
-    return pos.clamp(min=0)[:, -n:]
-
-
-def _attention_mask(attention_mask, past: int, n: int, device, batch: int) -> torch.Tensor:
-    """Boolean (B, 1, n, past+n): causal over cache order, pads masked as keys; None when plain
-    causal attention over the new tokens is exact (no past, no padding).
-
-    Every query may see itself, so rows of pad queries are never empty (no NaN); real tokens
-    never see pads.
-    """
-    if attention_mask is None and past == 0:
-        return None
-    if attention_mask is not None and past == 0 and bool(attention_mask.all()):
-        return None
-    total = past + n
-    q_idx = torch.arange(past, total, device=device)[:, None]
-    k_idx = torch.arange(total, device=device)[None, :]
-    allowed = (k_idx <= q_idx)[None, None].expand(batch, 1, n, total)
-    if attention_mask is not None:
-        if attention_mask.shape[-1] != total:
-            raise ValueError(f"attention_mask covers {attention_mask.shape[-1]} tokens, expected {total}")
-        allowed = allowed & attention_mask.bool()[:, None, None, :]
-        allowed = allowed | (k_idx == q_idx)[None, None]
-    return allowed
 
 
 # model type "ouro" for transformers' Auto classes (its config registers in configuration_ouro):

@@ -288,11 +288,11 @@ def _table1(job) -> None:
     paper_model = job.cfg["report"]["paper_model"]
     rows = build_rows(cells, curves, _train_max(job), samples, benchmarks, job.cfg["methods"]["table1_benchmarks"],
                       paper_model)
-    tables = "Table 1" if paper_model == "Ouro-1.4B" else "Tables 2 and 11"
+    tables = {"Ouro-1.4B": "Table 1", "Ouro-2.6B": "Tables 2 and 11", "Huginn-3.5B": "Table 3"}[paper_model]
     title = f"LLA {tables} ({paper_model}) at equal cache budgets: our measurements (left) beside the paper's (right)"
     with atomic_path(args.pdf) as pdf, atomic_path(args.csv) as csv_path, atomic_path(args.tex) as tex:
         write_pdf(rows, pdf, title, paper_model)
-        write_csv(rows, csv_path)
+        write_csv(rows, csv_path, paper_model)
         write_tex(rows, tex, paper_model)
 
 

@@ -1,4 +1,5 @@
-"""Figure 2 of the LLA paper, from our calibration: per-axis spectra and loop convergence."""
+"""Figure 2 of the LLA paper (Figure 4 on Huginn), from our calibration: per-axis spectra and loop
+convergence. The paper's values stand beside ours where it gives them (Figure 2's; Figure 4 has none)."""
 from __future__ import annotations
 
 import matplotlib
@@ -12,7 +13,7 @@ AXES = ("loop", "head", "layer")
 
 
 @plt.rc_context(FIGURE_STYLE)
-def plot_cross_loop_structure(result: dict, paper: dict, pdf_path, png_path, dpi: int = 150) -> None:
+def plot_cross_loop_structure(result: dict, paper: dict | None, pdf_path, png_path, dpi: int = 150) -> None:
     fig, grid = plt.subplots(2, 2, figsize=(TEXT_WIDTH, 5.4), layout="constrained")
     panels = list(grid.flat)
     width = 0.38
@@ -28,19 +29,26 @@ def plot_cross_loop_structure(result: dict, paper: dict, pdf_path, png_path, dpi
         loops = range(1, len(conv["cosine_to_final"]) + 1)
         panels[2].plot(loops, conv["cosine_to_final"], marker="o", color=colour, label=kind.upper())
         panels[3].plot(list(loops)[1:], conv["relative_change"][1:], marker="o", color=colour, label=kind.upper())
-    low, high = paper["loop_normalized_effective_rank"]
-    panels[0].axhspan(low, high, xmin=0.0, xmax=1 / 3, color="grey", alpha=0.3, label="paper, loop axis")
-    panels[1].hlines(paper["loop_first_direction_energy"], -0.5, 0.5, colors="black", linestyles="--",
-                     label="paper, loop axis")
+    if paper is not None:
+        low, high = paper["loop_normalized_effective_rank"]
+        panels[0].axhspan(low, high, xmin=0.0, xmax=1 / 3, color="grey", alpha=0.3, label="paper, loop axis")
+        panels[1].hlines(paper["loop_first_direction_energy"], -0.5, 0.5, colors="black", linestyles="--",
+                         label="paper, loop axis")
     for panel, title in zip(panels[:2], ("normalised effective rank", "first-direction energy")):
         panel.set_xticks(list(x), AXES)
         panel.set_ylim(0, 1.05)
         panel.set_title(title)
         panel.legend(fontsize=7)
     shares = {k: result[k]["loop_variance_share"] for k in ("k", "v")}
-    panels[0].set_xlabel(f"loop-axis variance share: K {shares['k']:.1%}, V {shares['v']:.1%} "
-                         f"(paper {paper['loop_variance_share']['k']:.0%}, {paper['loop_variance_share']['v']:.0%})",
-                         fontsize=7)
+    beside = (f"(paper {paper['loop_variance_share']['k']:.0%}, {paper['loop_variance_share']['v']:.0%})"
+              if paper is not None else "(the paper gives no values for this model)")
+    panels[0].set_xlabel(f"loop-axis variance share: K {shares['k']:.1%}, V {shares['v']:.1%} {beside}", fontsize=7)
+    errors = result.get("svd_error_by_axis")
+    if errors:   # the largest ratio both axes reach, and 16x where it is one of them
+        shown = [label for label in ("16x", list(errors)[-1]) if label in errors]
+        text = "; ".join(f"{label}: K {errors[label]['k']['head_over_loop']:.1f}x, V {errors[label]['v']['head_over_loop']:.1f}x"
+                         for label in dict.fromkeys(shown))
+        panels[1].set_xlabel(f"SVD error at equal budget, head axis / loop axis: {text}", fontsize=7)
     panels[2].set_title("cosine to the final loop")
     panels[3].set_title("relative change from the previous loop")
     for panel in panels[2:]:

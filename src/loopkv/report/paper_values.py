@@ -51,8 +51,21 @@ OURO_2_6B = {
     ("cla", 6.0): {"mc_avg": 0.596},
     ("cla", 12.0): {"mc_avg": 0.575},
 }
+# LLA Table 3 on Huginn-3.5B at 32 recurrence steps, keyed like TABLE1: the SVD-initialised codec's
+# two-pass KL and top-1 ("kl_svd", "top1_svd"), the distilled KL and the best top-1 ("kl", "top1"), MC-avg.
+# At 16x and 32x the paper distils nothing ("-"): its best top-1 is the SVD codec's. Ranks r_k / r_v at
+# d_head 96: 128/256, 64/128, 32/64, 16/32.
+HUGINN_SOURCE = "LLA paper, Table 3 (Huginn-3.5B, 32 recurrence steps)"
+HUGINN_TABLE3 = {
+    ("full", 1.0): {"mc_avg": 0.523},
+    ("lla", 16.0): {"kl_svd": 0.005, "top1_svd": 0.970, "top1": 0.970, "mc_avg": 0.523},
+    ("lla", 32.0): {"kl_svd": 0.010, "top1_svd": 0.954, "top1": 0.954, "mc_avg": 0.525},
+    ("lla", 64.0): {"kl_svd": 0.197, "top1_svd": 0.799, "kl": 0.145, "top1": 0.834, "mc_avg": 0.486},
+    ("lla", 128.0): {"kl_svd": 0.763, "top1_svd": 0.620, "kl": 0.177, "top1": 0.812, "mc_avg": 0.473},
+}
 # report.paper_model -> the paper grid Table 1's paper columns come from, and its source line
-TABLE1_BY_MODEL = {"Ouro-1.4B": (TABLE1, TABLE1_SOURCE), "Ouro-2.6B": (OURO_2_6B, OURO_2_6B_SOURCE)}
+TABLE1_BY_MODEL = {"Ouro-1.4B": (TABLE1, TABLE1_SOURCE), "Ouro-2.6B": (OURO_2_6B, OURO_2_6B_SOURCE),
+                   "Huginn-3.5B": (HUGINN_TABLE3, HUGINN_SOURCE)}
 
 # MELT (Ouro-1.4B-Thinking post-trained into MELT-1.6B). Gate ablation, paper Table 3: AIME24
 # pass@1 of each state update (keyed by gate; "full" is the element-wise gate). Component ablation,

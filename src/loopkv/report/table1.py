@@ -27,19 +27,33 @@ STAND_IN_COLUMNS = [
 BENCHMARK_COLUMNS = [("gsm8k", "GSM8K EM\nlm-eval"), ("gsm8k_vs_teacher", "GSM8K EM\n- teacher"),
                      ("mc_avg", "MC-avg\nlm-eval"), ("mc_avg_vs_teacher", "MC-avg\n- teacher"),
                      ("mmlu", "MMLU\nlm-eval"), ("mmlu_vs_teacher", "MMLU\n- teacher")]
-PAPER_COLUMNS = [("paper_kl", "paper\nKL"), ("paper_gsm8k", "paper\nGSM8K"), ("paper_mc_avg", "paper\nMC-avg"),
-                 ("paper_mmlu", "paper\nMMLU")]
+# the paper's columns beside ours, by paper model: LLA Tables 1 / 2 and 11 (Ouro), Table 3 (Huginn)
+OURO_PAPER_COLUMNS = [("paper_kl", "paper\nKL"), ("paper_gsm8k", "paper\nGSM8K"), ("paper_mc_avg", "paper\nMC-avg"),
+                      ("paper_mmlu", "paper\nMMLU")]
+PAPER_COLUMNS = {"Ouro-1.4B": OURO_PAPER_COLUMNS, "Ouro-2.6B": OURO_PAPER_COLUMNS,
+                 "Huginn-3.5B": [("paper_kl_svd", "paper KL\nSVD init"), ("paper_top1_svd", "paper top-1\nSVD init"),
+                                 ("paper_kl", "paper KL\ndistilled"), ("paper_top1", "paper top-1\nbest"),
+                                 ("paper_mc_avg", "paper\nMC-avg")]}
+# Table 3 reports the two-pass top-1 agreement too (the codec's held-out measurement at its SVD init and
+# at the kept checkpoint): shown beside the two-pass KLs there, in every CSV
+TOP1_COLUMNS = [("top1_svd_only", "top-1 2-pass\nSVD init"), ("top1_two_pass", "top-1 2-pass\ndistilled")]
 BENCHMARK_N = {"gsm8k": "n_gsm8k", "mmlu": "n_mmlu"}   # Wilson intervals; the other two carry their own
 
 
-def table_spec(rows: list[dict]) -> tables.TableSpec:
-    """The stand-in columns always; each benchmark column when some row has it (it was configured)."""
+def table_spec(rows: list[dict], paper_model: str = "Ouro-1.4B") -> tables.TableSpec:
+    """The stand-in columns always; each benchmark column when some row has it (it was configured);
+    the paper model's columns beside."""
     present = [c for c in BENCHMARK_COLUMNS if any(c[0] in r for r in rows)]
+    huginn = paper_model.startswith("Huginn")
+    at = STAND_IN_COLUMNS.index(("kl_two_pass", "KL 2-pass\ndistilled")) + 1
+    measured = STAND_IN_COLUMNS[:at] + TOP1_COLUMNS + STAND_IN_COLUMNS[at:] if huginn else STAND_IN_COLUMNS
     return tables.TableSpec(
-        columns=STAND_IN_COLUMNS + present + PAPER_COLUMNS,
+        columns=measured + present + PAPER_COLUMNS[paper_model],
         csv_extra=tables.N_FIELDS + ["n_gsm8k", "shots_gsm8k", "n_mc", "mc_tasks", "n_mmlu",
-                                     "cache_dtype", "compute_dtype", "read_path", "read_path_bytes_per_token"],
-        group_key="budget", proportions={**tables.QUALITY_PROPORTIONS, **BENCHMARK_N}, width=19.0 + 1.2 * len(present),
+                                     "cache_dtype", "compute_dtype", "read_path", "read_path_bytes_per_token"]
+                  + ([] if huginn else [c[0] for c in TOP1_COLUMNS]),
+        group_key="budget", proportions={**tables.QUALITY_PROPORTIONS, **BENCHMARK_N},
+        width=19.0 + 1.2 * len(present) + 2.4 * huginn,
         own_intervals=("arith_em_vs_teacher", "gsm8k_vs_teacher", "mc_avg", "mc_avg_vs_teacher", "mmlu_vs_teacher"))
 
 
@@ -144,6 +158,7 @@ def build_rows(cells: list[dict], curves: dict[tuple[str, str], dict], passkey_t
     every cell; paper_model: whose paper grid stands beside (report.paper_model)."""
     chosen = chosen or NO_BENCHMARKS
     grid, _ = TABLE1_BY_MODEL[paper_model]
+    paper_keys = [name.removeprefix("paper_") for name, _ in PAPER_COLUMNS[paper_model]]
     per_cell = index_benchmarks(benchmarks or [], cells, chosen)
     rows = []
     for i, m in enumerate(cells):
@@ -154,10 +169,11 @@ def build_rows(cells: list[dict], curves: dict[tuple[str, str], dict], passkey_t
             "trained": curve is not None,
             "kl_svd_only": curve["curve"]["heldout"][0]["kl"] if curve else None,
             "kl_two_pass": curve["best"]["kl"] if curve else None,
+            "top1_svd_only": curve["curve"]["heldout"][0].get("top1") if curve else None,
+            "top1_two_pass": curve["best"].get("top1") if curve else None,
             **tables.quality_fields(m, passkey_train_max),
             **benchmark_fields(per_cell[i], per_cell[0], chosen, seed=i, is_teacher=i == 0),
-            "paper_kl": paper.get("kl"), "paper_gsm8k": paper.get("gsm8k"), "paper_mc_avg": paper.get("mc_avg"),
-            "paper_mmlu": paper.get("mmlu"),
+            **{f"paper_{k}": paper.get(k) for k in paper_keys},
             "read_path": m["read_path"],
             "read_path_bytes_per_token": m.get("read_path_bytes_per_token", m["bytes_per_token"]),
         })
@@ -167,7 +183,7 @@ def build_rows(cells: list[dict], curves: dict[tuple[str, str], dict], passkey_t
     run = {tables.ratio_key(r["method"], r["ratio"], grid) for r in rows}
     return rows + tables.not_run_rows(grid, run, lambda key, paper: {
         "method": key[0], "budget": tables.NOT_RUN, "ratio": key[1],
-        **{f"paper_{k}": paper.get(k) for k in ("kl", "gsm8k", "mc_avg", "mmlu")}})
+        **{f"paper_{k}": paper.get(k) for k in paper_keys}})
 
 
 def _benchmark_note(rows: list[dict]) -> str:
@@ -199,6 +215,9 @@ def footnote(rows: list[dict], paper_model: str = "Ouro-1.4B") -> str:
         paper = (f"Paper: {source}; GSM8K n = {n['teacher']} (teacher) / {n['methods']} (others); the KLs at 21.33x "
                  f"are from its text, as is final-loop reuse's K / V relative reconstruction error "
                  f"{FINAL_LOOP_RECONSTRUCTION_ERROR['k']:.2f} / {FINAL_LOOP_RECONSTRUCTION_ERROR['v']:.2f}. ")
+    elif paper_model.startswith("Huginn"):
+        paper = (f"Paper: {source}; at 16x and 32x it distils nothing (no distilled KL; its best top-1 is the SVD "
+                 f"codec's); MC-avg is its multiple-choice suite, ours the cloze stand-in at this scale. ")
     else:
         paper = f"Paper: {source}; its teacher's GSM8K is given only as {OURO_2_6B_TEACHER_GSM8K}. "
     return (f"Ratios and B/token against a {first['cache_dtype']} teacher cache (ours computed in "
@@ -210,13 +229,13 @@ def footnote(rows: list[dict], paper_model: str = "Ouro-1.4B") -> str:
             f"Budget '{tables.NOT_RUN}': a paper row this configuration does not run.")
 
 
-def write_csv(rows: list[dict], path) -> None:
-    tables.write_csv(rows, table_spec(rows), path)
+def write_csv(rows: list[dict], path, paper_model: str = "Ouro-1.4B") -> None:
+    tables.write_csv(rows, table_spec(rows, paper_model), path)
 
 
 def write_tex(rows: list[dict], path, paper_model: str = "Ouro-1.4B") -> None:
-    tables.write_tex(rows, table_spec(rows), footnote(rows, paper_model), path)
+    tables.write_tex(rows, table_spec(rows, paper_model), footnote(rows, paper_model), path)
 
 
 def write_pdf(rows: list[dict], path, title: str, paper_model: str = "Ouro-1.4B") -> None:
-    tables.write_pdf(rows, table_spec(rows), footnote(rows, paper_model), title, path)
+    tables.write_pdf(rows, table_spec(rows, paper_model), footnote(rows, paper_model), title, path)

@@ -18,7 +18,8 @@ _CODEC_OUT = (Arg("out", "distilled codec (.pt)"), Arg("curve", "training curve 
 
 TEACHER_PRETRAIN = JobSpec(
     "teacher-pretrain", "pretrain the tiny looped teacher (resumable)",
-    reads=("seed", "teacher", "model.arch", "model.dtype"),
+    reads=("seed", "teacher", View("model.arch", "loopkv.jobs.views:teacher_arch",
+                                   depends=("model.family", "model.arch", "model.huginn")), "model.dtype"),
     inputs=(_CORPUS, Arg("tokenizer", "tokenizer directory"), _TASKS),
     outputs=(Arg("out", "model directory to write (save_pretrained)"),),
     threads="teacher.threads", device=True, size="train", progress=True, checkpoints=True)

@@ -28,6 +28,7 @@ from loopkv.eval.fidelity import distribution_match
 from loopkv.train.engine import Engine
 from loopkv.train.stage_loop import train_stage
 from loopkv.utils.device import model_device
+from loopkv.utils.seeding import fixed_draws
 
 
 class CodecDistiller(torch.nn.Module):
@@ -78,8 +79,7 @@ def heldout_match(distiller: CodecDistiller, windows: torch.Tensor, batch_size: 
     measurement makes the same random draws (at a tiny Huginn, a new initial state moves the KL by more
     than training does) and leaves the training's random stream where it was (resume stays bitwise)."""
     kl, top1, n = 0.0, 0.0, 0
-    with torch.random.fork_rng(devices=_accelerators(windows, distiller)):
-        torch.manual_seed(HELDOUT_SEED)
+    with fixed_draws(HELDOUT_SEED, model_device(distiller.teacher)):
         for i in range(0, len(windows), batch_size):
             terms = distiller(windows[i:i + batch_size])
             count = windows[i:i + batch_size].numel()
@@ -88,11 +88,6 @@ def heldout_match(distiller: CodecDistiller, windows: torch.Tensor, batch_size: 
             n += count
     return {"kl": kl / n, "top1": top1 / n, "n_tokens": n}
 
-
-def _accelerators(*objects) -> list:
-    """The CUDA devices whose random state a measurement forks (none on the CPU)."""
-    device = model_device(objects[-1].teacher)
-    return [device] if device.type == "cuda" else []
 
 
 def distill_codec(cfg: dict, teacher, view: LoopCache, batches, val_windows: torch.Tensor, checkpoint_dir,

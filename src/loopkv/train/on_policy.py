@@ -18,7 +18,8 @@ from pathlib import Path
 import torch
 
 from loopkv.eval.generation import Sampling, generate, greedy_generate
-from loopkv.utils.seeding import derive_seed
+from loopkv.utils.device import model_device
+from loopkv.utils.seeding import derive_seed, fixed_draws
 
 
 def prompt_texts(name: str, path, shots: int, seed: int) -> list[str]:
@@ -55,12 +56,14 @@ def on_policy_batches(teacher, cache_factory, prompts: list[list[int]], cfg: dic
     def batch(step: int):
         rng = random.Random(derive_seed(seed, "on-policy-prompts", str(step)))
         chosen = [prompts[rng.randrange(len(prompts))] for _ in range(cfg["batch_size"])]
-        if cfg["temperature"] > 0:   # row i's draw from its own generator: independent of the batch's company
-            seeds = [derive_seed(seed, "on-policy-draw", str(step), str(i)) for i in range(len(chosen))]
-            generated = generate(teacher, chosen, cfg["max_new_tokens"], len(chosen), cache_factory,
-                                 sampling=Sampling(temperature=cfg["temperature"]), seeds=seeds)
-        else:
-            generated = greedy_generate(teacher, chosen, cfg["max_new_tokens"], len(chosen), cache_factory)
+        # the model's own draws (Huginn's initial states) are the step's too
+        with fixed_draws(derive_seed(seed, "on-policy-model-draws", str(step)), model_device(teacher)):
+            if cfg["temperature"] > 0:   # row i's tokens from its own generator: independent of the batch's company
+                seeds = [derive_seed(seed, "on-policy-draw", str(step), str(i)) for i in range(len(chosen))]
+                generated = generate(teacher, chosen, cfg["max_new_tokens"], len(chosen), cache_factory,
+                                     sampling=Sampling(temperature=cfg["temperature"]), seeds=seeds)
+            else:
+                generated = greedy_generate(teacher, chosen, cfg["max_new_tokens"], len(chosen), cache_factory)
         return generated_rows(chosen, generated, cfg["max_new_tokens"], config.eos_token_id,
                               config.pad_token_id, cfg["seq_len"])
 
@@ -71,10 +74,11 @@ def on_policy_batches(teacher, cache_factory, prompts: list[list[int]], cfg: dic
 def on_policy_heldout(distiller, cache_factory, prompts: list[list[int]], cfg: dict, val_windows: torch.Tensor) -> dict:
     """The selection measurement: KL / top-1 to the teacher at the positions of the student's greedy
     continuations of held-out `prompts` ("kl"), and the teacher-forced KL on `val_windows` ("window_kl")."""
-    from loopkv.train.distill import heldout_match
+    from loopkv.train.distill import HELDOUT_SEED, heldout_match
 
     config = distiller.teacher.config
-    generated = greedy_generate(distiller.teacher, prompts, cfg["max_new_tokens"], cfg["batch_size"], cache_factory)
+    with fixed_draws(HELDOUT_SEED, model_device(distiller.teacher)):   # the same model draws at every measurement
+        generated = greedy_generate(distiller.teacher, prompts, cfg["max_new_tokens"], cfg["batch_size"], cache_factory)
     ids, weights = generated_rows(prompts, generated, cfg["max_new_tokens"], config.eos_token_id,
                                   config.pad_token_id, cfg["seq_len"])
     kl, top1, n = 0.0, 0.0, 0.0

@@ -1,4 +1,6 @@
-"""Pretrain the tiny looped teacher from scratch (embedded default only; paper scale loads Ouro).
+"""Pretrain the tiny looped teacher from scratch (embedded default only; paper scale loads a real
+checkpoint). The family's recipe (train/teacher_recipes.py) builds the model and computes each
+batch's loss and the held-out measurement; this loop is the same for every family.
 
 Resumable: a checkpoint (model, optimizer, step, curve) is written every `checkpoint_every`
 steps; rerunning continues from it. Batches and the lr are functions of the step, so a resumed
@@ -21,12 +23,10 @@ from loopkv.data.encoding import encode_text, load_task_examples
 from loopkv.data.tokenizer import load_tokenizer
 from loopkv.data.windows import Mixture, heldout_windows
 from loopkv.errors import LoopKVError
-from loopkv.eval.heldout import heldout_cross_entropy
-from loopkv.models import OuroConfig, OuroForCausalLM
 from loopkv.train.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
-from loopkv.train.objectives import ouro_loss
 from loopkv.train.schedule import warmup_cosine
 from loopkv.train.step_log import StepLog
+from loopkv.train.teacher_recipes import TeacherRecipe, teacher_recipe
 from loopkv.utils.checked_io import check_state_dict
 from loopkv.utils.device import place
 from loopkv.utils.seeding import derive_seed, seed_everything
@@ -37,23 +37,10 @@ CHECKPOINT_FIELDS = {"step": int, "model": dict, "optimizer": {"state": dict, "p
 log = logging.getLogger(__name__)
 
 
-def build_teacher_config(arch: dict, tokenizer, dtype: str) -> OuroConfig:
-    return OuroConfig(
-        vocab_size=len(tokenizer),
-        num_key_value_heads=arch["num_attention_heads"],
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        dtype=dtype,
-        **arch,
-    )
-
-
-def _optimizer(model, cfg):
-    # no weight decay on norms, biases and the gate, as usual for transformers
+def _optimizer(model, cfg, recipe: TeacherRecipe):
     decay, no_decay = [], []
     for name, p in model.named_parameters():
-        (decay if p.ndim >= 2 and "early_exit_gate" not in name else no_decay).append(p)
+        (decay if recipe.decays(name, p) else no_decay).append(p)
     return torch.optim.AdamW(
         [{"params": decay, "weight_decay": cfg["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}],
         lr=cfg["lr"], betas=(0.9, 0.95), eps=1e-8,
@@ -72,10 +59,10 @@ def pretrain(cfg: dict, arch: dict, dtype: str, seed: int, corpus_dir, tokenizer
                       derive_seed(seed, "teacher-data"))
     val_windows = heldout_windows(val_ids, cfg["seq_len"], cfg["eval_batches"] * cfg["batch_size"])
 
-    config = build_teacher_config(arch, tokenizer, dtype)
+    recipe = teacher_recipe(arch)
     # initialised on the CPU (the same weights whatever the device), then moved
-    model = place(OuroForCausalLM(config).to(getattr(torch, dtype)), device)
-    optimizer = _optimizer(model, cfg)
+    model = place(recipe.model(arch, tokenizer, dtype).to(getattr(torch, dtype)), device)
+    optimizer = _optimizer(model, cfg, recipe)
     steps = cfg["steps"]
     lines = StepLog(log, "teacher", steps)
     state = load_checkpoint(checkpoint_dir, CHECKPOINT_FIELDS)
@@ -104,30 +91,25 @@ def pretrain(cfg: dict, arch: dict, dtype: str, seed: int, corpus_dir, tokenizer
             for group in optimizer.param_groups:
                 group["lr"] = lr
             rows = mixture.batch(step, cfg["batch_size"]).to(device)
-            out = model(rows[:, :-1], output_loop_logits=True, use_cache=False)
-            terms = ouro_loss(out.loop_logits, out.exit_pdf, rows[:, 1:], cfg["entropy_beta"])
-            loss_value = float(terms["loss"].detach())
+            loss, diagnostics = recipe.loss(model, rows, step, cfg, seed)
+            loss_value = float(loss.detach())
             if not math.isfinite(loss_value):  # stop before a NaN reaches the weights or a checkpoint
                 raise FloatingPointError(f"teacher loss is {loss_value} at step {step}")
             optimizer.zero_grad(set_to_none=True)
-            terms["loss"].backward()
+            loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["grad_clip"])
             optimizer.step()
             dt = time.perf_counter() - t0
-            curve["train"].append({
-                "step": step + 1, "loss": loss_value, "expected_ce": float(terms["expected_ce"]),
-                "final_loop_ce": float(terms["per_loop_ce"][-1]), "entropy": float(terms["entropy"]),
-                "mean_exit_pdf": terms["mean_exit_pdf"].tolist(), "lr": lr, "grad_norm": float(grad_norm),
-                "tokens_per_s": tokens_per_step / dt,
-            })
+            curve["train"].append({"step": step + 1, "loss": loss_value, **diagnostics, "lr": lr,
+                                   "grad_norm": float(grad_norm), "tokens_per_s": tokens_per_step / dt})
             lines.step(loss_value, tokens_per_step, dt)
-            bar.set_postfix(loss=f"{float(terms['expected_ce']):.3f}", tok_s=f"{tokens_per_step / dt:.0f}")
+            bar.set_postfix(loss=f"{diagnostics[recipe.progress_key]:.3f}", tok_s=f"{tokens_per_step / dt:.0f}")
             done = step + 1
             evaluate = done % cfg["eval_every"] == 0 or done == steps
             save = done % cfg["checkpoint_every"] == 0 or done == steps
             point = saved_to = None
             if evaluate:
-                point = {"step": done, **heldout_cross_entropy(model, val_windows, cfg["batch_size"])}
+                point = {"step": done, **recipe.heldout(model, val_windows, cfg["batch_size"])}
                 curve["val"].append(point)
             if save:
                 saved_to = save_checkpoint(checkpoint_dir, {

@@ -1,6 +1,7 @@
 """Seeds: one global seed, and a stable per-purpose seed derived from it."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import random
 
@@ -18,3 +19,17 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % (2**32))
     torch.manual_seed(seed)
+
+
+
+@contextlib.contextmanager
+def fixed_draws(seed: int, device=None):
+    """A context in which torch's random draws are those of `seed` and after which the caller's random
+    stream is where it was: a measurement that draws (Huginn's initial states) repeats exactly and does
+    not move a training run's stream. `device`: the model's, whose CUDA generator is forked too."""
+    import torch
+
+    devices = [device] if device is not None and torch.device(device).type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        yield
