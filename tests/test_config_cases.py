@@ -82,6 +82,12 @@ def workdir(tmp_path_factory) -> Path:
     for name in ("Ouro-1.4B", "Ouro-2.6B"):
         (dest / f"checkpoints/{name}").mkdir(parents=True)
         (dest / f"checkpoints/{name}/config.json").write_text("{}")
+    # Huginn's: the released checkpoint's fields (our HuginnConfig's defaults), which the paper config's
+    # shape keys are checked against under Huginn's names
+    from loopkv.models.configuration_huginn import HuginnConfig
+
+    (dest / "checkpoints/Huginn-0125").mkdir(parents=True)
+    (dest / "checkpoints/Huginn-0125/config.json").write_text(HuginnConfig().to_json_string())
     return dest
 
 
@@ -222,6 +228,7 @@ REPOSITORY_CONFIGS = {
     "ouro-1.4b+gpu_smoke": (["config/ouro-1.4b.yaml", "benchmarks/gpu_smoke.yaml"], []),
     "ouro-1.4b+ouro-2.6b": (["config/ouro-1.4b.yaml", "config/ouro-2.6b.yaml"], []),
     "huginn-tiny": (["config/huginn-tiny.yaml"], []),
+    "huginn-3.5b": (["config/huginn-3.5b.yaml"], []),
     "micro+config-args": (["tests/workflow/micro.yaml"], ["seed=7", "results_dir=results/other"]),
     "json-and-yte": (["cases-ok/plain.json", "cases-ok/template.yaml"], []),
     # Snakemake drops config/config.yaml; the Snakefile's load_config fills the overlay from it again

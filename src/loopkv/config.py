@@ -631,14 +631,20 @@ def _check_model(c: dict) -> Iterator[Problem]:
                                          f"({arch['num_attention_heads']} x {arch['head_dim']}), got {arch['hidden_size']}")
 
 
+def _used(c: dict, sections: tuple[str, ...]) -> tuple[str, ...]:
+    """The stages of `sections` this config runs: a Huginn run has no MELT job (its gate serves looped
+    layers only), so MELT's settings are not checked against it."""
+    return tuple(s for s in sections if s != "melt" or c["model"]["family"] == "ouro")
+
+
 def _check_windows(c: dict) -> Iterator[Problem]:
     """Every token window and every row mixture the stages use."""
     max_pos = c["model"]["arch"]["max_position_embeddings"]
-    for section in ("teacher", "teacher_eval", "calibration", "distill", "method_eval", "melt", "on_policy"):
+    for section in _used(c, ("teacher", "teacher_eval", "calibration", "distill", "method_eval", "melt", "on_policy")):
         length = c[section]["seq_len"]
         if length > max_pos:
             yield f"{section}.seq_len", f"must be <= model.arch.max_position_embeddings ({max_pos}), got {length}"
-    for section in ("teacher", "calibration", "distill", "melt"):
+    for section in _used(c, ("teacher", "calibration", "distill", "melt")):
         mixture = c[section]["mixture"]
         if sum(mixture.values()) <= 0:
             yield f"{section}.mixture", f"weights must have a positive sum, got {mixture}"
@@ -667,7 +673,7 @@ def _check_serve(c: dict) -> Iterator[Problem]:
 def _check_launch(c: dict) -> Iterator[Problem]:
     """Each DeepSpeed rank takes an equal share of every training batch."""
     ranks = c["launch"]["ranks"]
-    for section in ("distill", "melt", "on_policy"):
+    for section in _used(c, ("distill", "melt", "on_policy")):
         if c[section]["batch_size"] % ranks:
             yield (f"{section}.batch_size",
                    f"must divide by launch.ranks ({ranks}): each rank takes an equal share, got {c[section]['batch_size']}")
@@ -675,7 +681,7 @@ def _check_launch(c: dict) -> Iterator[Problem]:
 
 def _check_packed_rows(c: dict) -> Iterator[Problem]:
     """Stages that pack whole passkey examples (<bos> + example + <eos>) into rows, like training."""
-    for section in ("calibration", "distill", "melt"):
+    for section in _used(c, ("calibration", "distill", "melt")):
         length = c[section]["seq_len"]
         too_long = [n for n in c["data"]["tasks"]["passkey"]["train_lengths"] if n > length - 1]
         if c[section]["mixture"].get("passkey", 0) > 0 and too_long:

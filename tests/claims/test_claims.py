@@ -111,7 +111,8 @@ def test_the_registry_states_every_claim_once_and_names_real_columns():
     fields = {"table1": every_column.csv_fields, "table7": table7.SPEC.csv_fields, "table4": exposure.SPEC.csv_fields,
               "melt_table3": melt_tables.TABLE3.csv_fields, "melt_table4": melt_tables.TABLE4.csv_fields,
               "melt_vs_lla": melt_tables.VERSUS.csv_fields, "table5": serving_tables.TABLE5.csv_fields,
-              "table13": serving_tables.TABLE13.csv_fields}
+              "table13": serving_tables.TABLE13.csv_fields,
+              "table3_huginn": table1.table_spec([], "Huginn-3.5B").csv_fields}
     for c in CLAIMS:
         for q in (c.quantity, c.minus):
             if q is None or not hasattr(q, "column"):
@@ -178,3 +179,32 @@ def test_newcombe_is_refused_for_intervals_that_are_not_wilsons(tmp_path):
                            bound=0)
     with pytest.raises(LoopKVError, match="Newcombe's interval needs two accuracies"):
         evaluate(mean_of_tasks, reports, "tiny")
+
+
+def test_huginn_claims_are_judged_on_a_huginn_run_only(tmp_path):
+    """Table 3's claims read the Huginn run's table and structure; an Ouro run says they are about another
+    paper model, and a Huginn run judges no Ouro claim."""
+    import csv
+    import json
+
+    from loopkv.claims.claim import evaluate
+    from loopkv.claims.evidence import Reports
+    from loopkv.report import table1
+
+    spec = table1.table_spec([], "Huginn-3.5B")
+    rows = [{"method": "lla", "budget": "32x", "kl_svd_only": 0.004}, {"method": "lla", "budget": "128x",
+                                                                        "kl_svd_only": 0.5, "kl_two_pass": 0.2}]
+    with open(tmp_path / "t3.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=spec.csv_fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    errors = {"16x": {"k": {"loop": 0.01, "head": 0.3, "head_over_loop": 30.0}}}
+    (tmp_path / "s.json").write_text(json.dumps({"measured": {"svd_error_by_axis": errors}}))
+    reports = Reports({"table3_huginn": tmp_path / "t3.csv", "cross_loop_structure": tmp_path / "s.json"})
+    huginn = {c.id: c for c in CLAIMS if c.model == "Huginn-3.5B"}
+    assert set(huginn) == {"lla-t3-svd-near-lossless-32x", "lla-t3-distillation-lowers-128x", "lla-s5-head-axis-worse"}
+    verdicts = {i: evaluate(c, reports, "tiny", "Huginn-3.5B").verdict for i, c in huginn.items()}
+    assert set(verdicts.values()) == {"reproduced"}, verdicts
+    assert all(evaluate(c, reports, "tiny", "Ouro-1.4B").verdict.startswith("not run") for c in huginn.values())
+    ouro = [c for c in CLAIMS if c.model != "Huginn-3.5B"]
+    assert all(evaluate(c, reports, "tiny", "Huginn-3.5B").verdict.startswith("not run") for c in ouro)

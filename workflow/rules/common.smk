@@ -171,7 +171,7 @@ CROSS_LOOP_FIGURE = "fig4_huginn" if huginn() else "fig2_spectra"
 def default_targets():
     teacher = [R("teacher/quality.json")] + ([] if pretrained() else [R("teacher/model/train_curve.json")])
     if huginn():   # MELT serves no Huginn layer; the serving and suite tables are Ouro's
-        return teacher + [f"{REPORTS}/{CROSS_LOOP_FIGURE}.pdf", f"{REPORTS}/{LLA_TABLE}.pdf"]
+        return teacher + [f"{REPORTS}/{CROSS_LOOP_FIGURE}.pdf", f"{REPORTS}/{LLA_TABLE}.pdf", f"{REPORTS}/claims.md"]
     melt = [f"{REPORTS}/{name}.pdf" for name in ("melt_table3", "melt_table4", "melt_vs_lla", "fig_memory_vs_length")]
     suite = [f"{REPORTS}/table7.pdf"] if LM_MODELS and LM_TASK_DATA else []
     suite += [f"{REPORTS}/melt_table1.pdf"] if melt_table1_built() else []
@@ -213,6 +213,8 @@ def report_tables():
 
 def claim_reports():
     """name -> file of every report this configuration builds that the claims read (loopkv.claims)."""
+    if huginn():
+        return {LLA_TABLE: f"{REPORTS}/{LLA_TABLE}.csv", "cross_loop_structure": R("analysis/cross_loop_structure.json")}
     reports = {name: f"{REPORTS}/{name}.csv" for name in ("table1", "melt_table3", "melt_table4", "melt_vs_lla",
                                                           "table5", "table13")}
     reports |= {"fig_memory_vs_length": f"{REPORTS}/fig_memory_vs_length.json",

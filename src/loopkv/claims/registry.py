@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from loopkv.claims.claim import Claim
 from loopkv.claims.evidence import Computed, cell
-from loopkv.report.paper_values import (MELT_MEMORY, MELT_TABLE3, MELT_TABLE4, OURO_2_6B, OURO_2_6B_TEACHER_GSM8K,
-                                        TABLE1, TABLE4, TABLE5_FOOTPRINT, TABLE5_SPEED, TABLE7, TABLE12, TABLE13,
-                                        FIG2_CROSS_LOOP)
+from loopkv.report.paper_values import (HUGINN_HEAD_AXIS_ERROR, HUGINN_TABLE3, MELT_MEMORY, MELT_TABLE3, MELT_TABLE4,
+                                        OURO_2_6B, OURO_2_6B_TEACHER_GSM8K, TABLE1, TABLE4, TABLE5_FOOTPRINT,
+                                        TABLE5_SPEED, TABLE7, TABLE12, TABLE13, FIG2_CROSS_LOOP)
 
 MARGIN = 0.02   # "holds the teacher's accuracy": within two points (the papers' own 4x deltas are < 1 point)
 ARITH = "arithmetic-chain exact match (stand-in for GSM8K / MATH-500)"
@@ -81,13 +81,16 @@ def _loops_ratio(doc):
     return loops[-1] / loops[0]
 
 
-def _structure(kind: str, *path: str):
+def _structure(kind: str, *path: str, kind_first: bool = True):
+    """A value of cross_loop_structure.json's measurements: under K's or V's (`kind_first`), or at `path` alone."""
     def fn(doc):
-        value = doc["measured"][kind]
+        value = doc["measured"][kind] if kind_first else doc["measured"]
         for key in path:
             value = value[key]
         return value
-    return Computed(("cross_loop_structure",), fn, f"{kind.upper()} {' '.join(path).replace('_', ' ')}")
+    return Computed(("cross_loop_structure",), fn, f"{kind.upper() + ' ' if kind_first else ''}"
+                                                   f"{' '.join(path).replace('_', ' ')}")
+
 
 
 # ---- LLA, Table 1: equal-budget comparison at 4x, 5.33x, 21.33x
@@ -266,6 +269,27 @@ register_claim(Claim(
     "lla-fig2-k-less-loop-variance", "LLA", "Figure 2", "Less of K's variance than of V's lies along the loop axis",
     f"K {FIG2_CROSS_LOOP['loop_variance_share']['k']}, V {FIG2_CROSS_LOOP['loop_variance_share']['v']}",
     _structure("k", "loop_variance_share"), "<=", 0, minus=_structure("v", "loop_variance_share")))
+
+# ---- LLA, Table 3 and Section 5 on Huginn (32 recurrence steps)
+NEAR_LOSSLESS_KL = 0.02   # "near-lossless": twice the paper's own 32x SVD-only KL (.010)
+register_claim(Claim(
+    "lla-t3-svd-near-lossless-32x", "LLA", "Table 3",
+    "On Huginn at 32 steps, the SVD-initialised codec alone is near-lossless up to 32x (held-out KL)",
+    f"SVD-only KL {HUGINN_TABLE3['lla', 16.0]['kl_svd']} (16x), {HUGINN_TABLE3['lla', 32.0]['kl_svd']} (32x)",
+    cell("table3_huginn", "kl_svd_only", None, method="lla", budget="32x"), "<=", NEAR_LOSSLESS_KL,
+    model="Huginn-3.5B", stand_in=f"two-pass KL of the SVD codec at most {NEAR_LOSSLESS_KL}"))
+register_claim(Claim(
+    "lla-t3-distillation-lowers-128x", "LLA", "Table 3",
+    "On Huginn at 128x, distillation lowers the SVD codec's held-out KL",
+    f"KL {HUGINN_TABLE3['lla', 128.0]['kl_svd']} -> {HUGINN_TABLE3['lla', 128.0]['kl']}",
+    cell("table3_huginn", "kl_two_pass", None, method="lla", budget="128x"), "<=", 0,
+    minus=cell("table3_huginn", "kl_svd_only", None, method="lla", budget="128x"), model="Huginn-3.5B"))
+register_claim(Claim(
+    "lla-s5-head-axis-worse", "LLA", "Section 5",
+    "On Huginn, at equal budget the head axis reconstructs 20-30x worse than the per-head loop axis (SVD)",
+    f"{HUGINN_HEAD_AXIS_ERROR[0]}-{HUGINN_HEAD_AXIS_ERROR[1]}x",
+    _structure("k", "svd_error_by_axis", "16x", "k", "head_over_loop", kind_first=False), ">=", HUGINN_HEAD_AXIS_ERROR[0],
+    model="Huginn-3.5B", stand_in="K's relative SVD reconstruction error, head axis over loop axis, at 16x"))
 
 # ---- MELT
 for gate in ("single", "last", "ema", "mean"):

@@ -63,6 +63,9 @@ HUGINN_TABLE3 = {
     ("lla", 64.0): {"kl_svd": 0.197, "top1_svd": 0.799, "kl": 0.145, "top1": 0.834, "mc_avg": 0.486},
     ("lla", 128.0): {"kl_svd": 0.763, "top1_svd": 0.620, "kl": 0.177, "top1": 0.812, "mc_avg": 0.473},
 }
+# LLA Section 5 (text): on Huginn, the head axis's SVD reconstruction error at equal budget is 20-30x the
+# per-head loop axis's (Table 3 lists no per-rank values)
+HUGINN_HEAD_AXIS_ERROR = (20, 30)
 # report.paper_model -> the paper grid Table 1's paper columns come from, and its source line
 TABLE1_BY_MODEL = {"Ouro-1.4B": (TABLE1, TABLE1_SOURCE), "Ouro-2.6B": (OURO_2_6B, OURO_2_6B_SOURCE),
                    "Huginn-3.5B": (HUGINN_TABLE3, HUGINN_SOURCE)}
