@@ -45,7 +45,7 @@ def _calibrate(job) -> None:
     from loopkv.models.loading import load_teacher
     from loopkv.data.encoding import encode_text, load_task_examples
     from loopkv.data.windows import Mixture
-    from loopkv.utils.seeding import derive_seed
+    from loopkv.utils.seeding import derive_seed, fixed_draws
 
     args, cfg, task_dirs = job.args, job.cfg["calibration"], job.named("task")
     model = load_teacher(args.teacher, job.cfg["model"]["dtype"], job.device)
@@ -55,8 +55,10 @@ def _calibrate(job) -> None:
     mixture = Mixture(corpus, load_task_examples(tokenizer, task_dirs), cfg["mixture"], cfg["seq_len"],
                       tokenizer.eos_token_id, derive_seed(job.seed, "calibration-data"), section="calibration")
     rows = mixture.batch(0, cfg["num_prompts"])[:, :-1]
-    calibration = run_calibration(model, rows, cfg["batch_size"], tuple(cfg["layouts"]), cfg["sample_tokens"],
-                                  derive_seed(job.seed, "calibration-sample"))
+    # the model's own draws (Huginn's initial states) are the run's seed's
+    with fixed_draws(derive_seed(job.seed, "calibration-states"), job.device):
+        calibration = run_calibration(model, rows, cfg["batch_size"], tuple(cfg["layouts"]), cfg["sample_tokens"],
+                                      derive_seed(job.seed, "calibration-sample"))
     with atomic_path(args.out) as tmp:
         torch.save(calibration.state(), tmp)
     stats = {"prompts": int(rows.shape[0]), "tokens": int(rows.numel()),

@@ -278,12 +278,12 @@ register_claim(Claim(
     f"SVD-only KL {HUGINN_TABLE3['lla', 16.0]['kl_svd']} (16x), {HUGINN_TABLE3['lla', 32.0]['kl_svd']} (32x)",
     cell("table3_huginn", "kl_svd_only", None, method="lla", budget="32x"), "<=", NEAR_LOSSLESS_KL,
     model="Huginn-3.5B", stand_in=f"two-pass KL of the SVD codec at most {NEAR_LOSSLESS_KL}"))
-register_claim(Claim(
-    "lla-t3-distillation-lowers-128x", "LLA", "Table 3",
-    "On Huginn at 128x, distillation lowers the SVD codec's held-out KL",
-    f"KL {HUGINN_TABLE3['lla', 128.0]['kl_svd']} -> {HUGINN_TABLE3['lla', 128.0]['kl']}",
+register_claim(Claim(   # the kept checkpoint is never worse than the SVD init it starts from: compare across ratios
+    "lla-t3-distilled-128x-beats-svd-64x", "LLA", "Table 3",
+    "On Huginn, the distilled codec at 128x is closer to the teacher than the SVD-only codec at half the compression",
+    f"KL {HUGINN_TABLE3['lla', 128.0]['kl']} (128x distilled) vs {HUGINN_TABLE3['lla', 64.0]['kl_svd']} (64x SVD)",
     cell("table3_huginn", "kl_two_pass", None, method="lla", budget="128x"), "<=", 0,
-    minus=cell("table3_huginn", "kl_svd_only", None, method="lla", budget="128x"), model="Huginn-3.5B"))
+    minus=cell("table3_huginn", "kl_svd_only", None, method="lla", budget="64x"), model="Huginn-3.5B"))
 register_claim(Claim(
     "lla-s5-head-axis-worse", "LLA", "Section 5",
     "On Huginn, at equal budget the head axis reconstructs 20-30x worse than the per-head loop axis (SVD)",

@@ -62,3 +62,22 @@ def heldout_cross_entropy_by_steps(model, windows: torch.Tensor, batch_size: int
             count += rows[:, 1:].numel()
     model.train()
     return {f"ce_at_{n}": totals[n] / count for n in steps}
+
+
+def eval_steps(mean_recurrence: int) -> list[int]:
+    """Huginn's test-time step counts measured: powers of two up to twice the training mean, and the mean."""
+    steps, n = {mean_recurrence}, 1
+    while n <= 2 * mean_recurrence:
+        steps.add(n)
+        n *= 2
+    return sorted(steps)
+
+
+def family_heldout(model, windows: torch.Tensor, batch_size: int) -> dict:
+    """A teacher's held-out measurement, as its family defines it: every loop's CE and the exit-weighted
+    one (Ouro), or the CE at each test-time step count of eval_steps (Huginn), "ce" at the config's."""
+    if model.config.model_type == "huginn_raven":
+        steps = model.config.mean_recurrence
+        result = heldout_cross_entropy_by_steps(model, windows, batch_size, eval_steps(steps))
+        return {"ce": result[f"ce_at_{steps}"], **result}
+    return heldout_cross_entropy(model, windows, batch_size)

@@ -14,13 +14,13 @@ from loopkv.data.tasks import ROW_FIELDS
 from loopkv.data.tasks.arithmetic import check_answer
 from loopkv.data.windows import heldout_windows
 from loopkv.eval.generation import CacheFactory, continuation_logprobs, greedy_generate
-from loopkv.eval.heldout import heldout_cross_entropy
+from loopkv.eval.heldout import family_heldout
 from loopkv.utils.atomic import read_jsonl
 
 
 def heldout_loss(model, tokenizer, test_text: str, seq_len: int, batches: int, batch_size: int) -> dict:
     windows = heldout_windows(encode_text(tokenizer, test_text), seq_len, batches * batch_size)
-    result = heldout_cross_entropy(model, windows, batch_size)
+    result = family_heldout(model, windows, batch_size)
     result["n_tokens"] = int(windows[:, 1:].numel())
     return result
 

@@ -264,7 +264,7 @@ def _positions(position_ids, cache_position, attention_mask, past: int, batch: i
     """RoPE positions (B, L) of the new tokens."""
     if position_ids is not None:
         return position_ids.expand(batch, n)
-    if cache_position is not None:
+    if cache_position is not None and attention_mask is None:   # a padding mask's positions skip the pads
         return cache_position.view(1, n).expand(batch, n)
     return padded_positions(attention_mask, past, n, device, batch)
 

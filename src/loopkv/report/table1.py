@@ -217,7 +217,8 @@ def footnote(rows: list[dict], paper_model: str = "Ouro-1.4B") -> str:
                  f"{FINAL_LOOP_RECONSTRUCTION_ERROR['k']:.2f} / {FINAL_LOOP_RECONSTRUCTION_ERROR['v']:.2f}. ")
     elif paper_model.startswith("Huginn"):
         paper = (f"Paper: {source}; at 16x and 32x it distils nothing (no distilled KL; its best top-1 is the SVD "
-                 f"codec's); MC-avg is its multiple-choice suite, ours the cloze stand-in at this scale. ")
+                 f"codec's); MC-avg is its multiple-choice suite, ours lm-eval's MC tasks where configured (MC-avg column) and the "
+                 f"cloze stand-in always. ")
     else:
         paper = f"Paper: {source}; its teacher's GSM8K is given only as {OURO_2_6B_TEACHER_GSM8K}. "
     return (f"Ratios and B/token against a {first['cache_dtype']} teacher cache (ours computed in "

@@ -77,15 +77,16 @@ def on_policy_heldout(distiller, cache_factory, prompts: list[list[int]], cfg: d
     from loopkv.train.distill import HELDOUT_SEED, heldout_match
 
     config = distiller.teacher.config
-    with fixed_draws(HELDOUT_SEED, model_device(distiller.teacher)):   # the same model draws at every measurement
+    # the same model draws (Huginn's initial states) at every measurement, outside training's stream
+    with fixed_draws(HELDOUT_SEED, model_device(distiller.teacher)):
         generated = greedy_generate(distiller.teacher, prompts, cfg["max_new_tokens"], cfg["batch_size"], cache_factory)
-    ids, weights = generated_rows(prompts, generated, cfg["max_new_tokens"], config.eos_token_id,
-                                  config.pad_token_id, cfg["seq_len"])
-    kl, top1, n = 0.0, 0.0, 0.0
-    for i in range(0, len(ids), cfg["batch_size"]):
-        terms = distiller(ids[i:i + cfg["batch_size"]], weights[i:i + cfg["batch_size"]])
-        count = float(weights[i:i + cfg["batch_size"]].sum())
-        kl, top1, n = kl + float(terms["kl"]) * count, top1 + float(terms["top1"]) * count, n + count
+        ids, weights = generated_rows(prompts, generated, cfg["max_new_tokens"], config.eos_token_id,
+                                      config.pad_token_id, cfg["seq_len"])
+        kl, top1, n = 0.0, 0.0, 0.0
+        for i in range(0, len(ids), cfg["batch_size"]):
+            terms = distiller(ids[i:i + cfg["batch_size"]], weights[i:i + cfg["batch_size"]])
+            count = float(weights[i:i + cfg["batch_size"]].sum())
+            kl, top1, n = kl + float(terms["kl"]) * count, top1 + float(terms["top1"]) * count, n + count
     window = heldout_match(distiller, val_windows, cfg["batch_size"])
     return {"kl": kl / n, "top1": top1 / n, "n_tokens": int(n), "window_kl": window["kl"],
             "window_top1": window["top1"]}

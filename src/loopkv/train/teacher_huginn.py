@@ -7,19 +7,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from loopkv.eval.heldout import heldout_cross_entropy_by_steps
+from loopkv.eval.heldout import family_heldout
 from loopkv.models.huginn_depth import sample_depth
 from loopkv.train.teacher_recipes import token_ids
 from loopkv.utils.seeding import derive_seed
-
-
-def eval_steps(mean_recurrence: int) -> list[int]:
-    """Powers of two up to twice the training mean, and the mean itself."""
-    steps, n = {mean_recurrence}, 1
-    while n <= 2 * mean_recurrence:
-        steps.add(n)
-        n *= 2
-    return sorted(steps)
 
 
 class HuginnRecipe:
@@ -55,4 +46,4 @@ class HuginnRecipe:
         return ce, {"ce": float(ce.detach()), "steps": no_grad + with_grad, "grad_steps": with_grad}
 
     def heldout(self, model, windows: torch.Tensor, batch_size: int) -> dict:
-        return heldout_cross_entropy_by_steps(model, windows, batch_size, eval_steps(model.config.mean_recurrence))
+        return family_heldout(model, windows, batch_size)

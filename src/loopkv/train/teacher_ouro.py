@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from loopkv.eval.heldout import heldout_cross_entropy
+from loopkv.eval.heldout import family_heldout
 from loopkv.train.objectives import ouro_loss
 from loopkv.train.teacher_recipes import token_ids
 
@@ -33,4 +33,4 @@ class OuroRecipe:
                                "mean_exit_pdf": terms["mean_exit_pdf"].tolist()}
 
     def heldout(self, model, windows: torch.Tensor, batch_size: int) -> dict:
-        return heldout_cross_entropy(model, windows, batch_size)
+        return family_heldout(model, windows, batch_size)
