@@ -9,7 +9,8 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cache"))
 from cache_helpers import small_huginn, small_model  # noqa: E402
 
-from loopkv.eval.heldout import HELDOUT_SEED, eval_steps, family_heldout  # noqa: E402
+from loopkv.eval.heldout import eval_steps, family_heldout  # noqa: E402
+from loopkv.utils.seeding import MEASUREMENT_SEED  # noqa: E402
 
 
 def test_huginn_is_measured_at_every_step_count_from_one_start():
@@ -21,7 +22,7 @@ def test_huginn_is_measured_at_every_step_count_from_one_start():
     assert eval_steps(3) == [1, 2, 3, 4] and set(got) == {"ce", "ce_at_1", "ce_at_2", "ce_at_3", "ce_at_4"}
     assert got["ce"] == got["ce_at_3"]
     # the reference: the CE of each batch's logits from the states the seed draws first (batch by batch)
-    torch.manual_seed(HELDOUT_SEED)
+    torch.manual_seed(MEASUREMENT_SEED)
     starts = [model.loop_forward_kwargs(windows[i:i + 2, :-1])["input_states"] for i in (0, 2)]
     for n in (1, 4):
         with torch.no_grad():

@@ -43,10 +43,6 @@ MELT_MEMORY = JobSpec(
     threads="melt.threads", device=True, size="eval")
 
 
-# of the draws a model makes while its tasks are scored (Huginn's initial states): the teacher's evaluation and
-# every method's make the same ones, so a method's difference to the teacher is the method's
-QUALITY_SEED = 0
-
 def register(sub) -> None:
     add_command(sub, TEACHER_EVAL, _teacher_eval)
     add_command(sub, METHOD_EVAL, _method_eval)
@@ -91,13 +87,13 @@ def _teacher_eval(job) -> None:
     from loopkv.data.tokenizer import load_tokenizer
     from loopkv.eval.quality import evaluate_quality
     from loopkv.models.loading import load_teacher
-    from loopkv.utils.seeding import fixed_draws
+    from loopkv.utils.seeding import MEASUREMENT_SEED, fixed_draws
 
     args, cfg = job.args, job.cfg["teacher_eval"]
     job.seed_everything("teacher-eval")
     model = load_teacher(args.teacher, job.cfg["model"]["dtype"], job.device)
     tokenizer = load_tokenizer(args.teacher)
-    with fixed_draws(QUALITY_SEED, job.device):   # the model's draws (Huginn's starts): every cell's the same
+    with fixed_draws(MEASUREMENT_SEED, job.device):   # the model's draws (Huginn's starts): every cell's the same
         metrics, samples = evaluate_quality(model, tokenizer, args.corpus, job.named("task"), cfg, cfg["seq_len"])
     metrics["kv_method"] = "full"
     metrics["cache_dtype"] = job.cfg["model"]["dtype"]
@@ -116,7 +112,7 @@ def _method_eval(job) -> None:
     from loopkv.eval.quality import evaluate_quality
     from loopkv.data.encoding import encode_text
     from loopkv.data.windows import heldout_windows
-    from loopkv.utils.seeding import fixed_draws
+    from loopkv.utils.seeding import MEASUREMENT_SEED, fixed_draws
 
     args, cfg, methods_cfg = job.args, job.cfg["method_eval"], job.cfg["methods"]
     job.seed_everything("method-eval", args.method, args.budget)
@@ -142,7 +138,7 @@ def _method_eval(job) -> None:
         metrics["melt"] = {k: getattr(student.config, k) for k in ("melt_gate", "melt_ema_decay",
                                                                     "melt_train_chunk_size")}
     metrics["fidelity"] = teacher_fidelity(model, windows, cfg["batch_size"], factory, student=student)
-    with fixed_draws(QUALITY_SEED, job.device):   # the teacher's draws: differences to it are paired
+    with fixed_draws(MEASUREMENT_SEED, job.device):   # the teacher's draws: differences to it are paired
         quality, samples = evaluate_quality(student, tokenizer, args.corpus, task_dirs, cfg, cfg["seq_len"],
                                             cache_factory=factory, heldout=False)
     metrics.update(quality)

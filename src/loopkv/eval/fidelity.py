@@ -12,9 +12,7 @@ import torch.nn.functional as F
 
 from loopkv.eval.generation import CacheFactory, streamed_logits
 from loopkv.utils.device import model_device
-from loopkv.utils.seeding import fixed_draws
-
-FIDELITY_SEED = 0   # of the draws a measurement makes (Huginn's initial states): every method sees the same
+from loopkv.utils.seeding import MEASUREMENT_SEED, fixed_draws
 
 
 def distribution_match(teacher_logits: torch.Tensor, student_logits: torch.Tensor) -> dict:
@@ -36,7 +34,7 @@ def teacher_fidelity(model, windows: torch.Tensor, batch_size: int, cache_factor
     model.eval()
     student.eval()
     kl, top1, nll = [], [], {"teacher": [], "method": []}
-    with fixed_draws(FIDELITY_SEED, model_device(model)):
+    with fixed_draws(MEASUREMENT_SEED, model_device(model)):
         for i in range(0, len(windows), batch_size):
             rows = windows[i:i + batch_size].to(model_device(model))
             # the teacher and the method from the same start (Huginn's initial state, drawn per token)

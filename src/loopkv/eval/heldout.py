@@ -7,9 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from loopkv.utils.device import model_device
-from loopkv.utils.seeding import fixed_draws
-
-HELDOUT_SEED = 0   # of the initial states a Huginn measurement draws: the same at every measurement
+from loopkv.utils.seeding import MEASUREMENT_SEED, fixed_draws
 
 
 def per_loop_cross_entropy(loop_logits, labels: torch.Tensor) -> torch.Tensor:
@@ -51,7 +49,7 @@ def heldout_cross_entropy_by_steps(model, windows: torch.Tensor, batch_size: int
     device = model_device(model)
     totals = {n: 0.0 for n in steps}
     count = 0
-    with fixed_draws(HELDOUT_SEED, device):
+    with fixed_draws(MEASUREMENT_SEED, device):
         for i in range(0, len(windows), batch_size):
             rows = windows[i:i + batch_size].to(device)
             start = model.loop_forward_kwargs(rows[:, :-1])["input_states"]

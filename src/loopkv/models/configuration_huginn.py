@@ -12,21 +12,17 @@ from __future__ import annotations
 from transformers import AutoConfig, PreTrainedConfig
 
 from loopkv.errors import LoopKVError
+from loopkv.models.families import CHECKPOINT_FIELDS
 
 
 class HuginnConfig(PreTrainedConfig):
     model_type = "huginn_raven"
     keys_to_ignore_at_inference = ["cache"]
-    attribute_map = {
-        "hidden_size": "n_embd",
-        "num_attention_heads": "n_heads",
-        "num_hidden_layers": "n_layers_in_recurrent_block",   # loopkv's D: the layers each step runs
-        "total_ut_steps": "mean_recurrence",                  # loopkv's T: the default step count
-        "rope_theta": "rope_base",
-        "tie_word_embeddings": "tie_embeddings",
-        "max_position_embeddings": "block_size",
-        "rms_norm_eps": "norm_eps",
-    }
+    # loopkv's names (the caches read Ouro's) for Huginn's fields: D = the core's layers each step runs,
+    # T = the default step count; one map, the config checker's, so the two cannot drift apart
+    attribute_map = {**{key.split(".", 1)[1]: field for key, field in CHECKPOINT_FIELDS["huginn"].items()
+                        if key.startswith("arch.") and key.split(".", 1)[1] != field},
+                     "tie_word_embeddings": "tie_embeddings"}
 
     # defaults: the released Huginn-0125 checkpoint's
     n_embd: int = 5280

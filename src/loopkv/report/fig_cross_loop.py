@@ -43,12 +43,9 @@ def plot_cross_loop_structure(result: dict, paper: dict | None, pdf_path, png_pa
     beside = (f"(paper {paper['loop_variance_share']['k']:.0%}, {paper['loop_variance_share']['v']:.0%})"
               if paper is not None else "(the paper gives no values for this model)")
     panels[0].set_xlabel(f"loop-axis variance share: K {shares['k']:.1%}, V {shares['v']:.1%} {beside}", fontsize=7)
-    errors = result.get("svd_error_by_axis")
-    if errors:   # the largest ratio both axes reach, and 16x where it is one of them
-        shown = [label for label in ("16x", list(errors)[-1]) if label in errors]
-        text = "; ".join(f"{label}: K {errors[label]['k']['head_over_loop']:.1f}x, V {errors[label]['v']['head_over_loop']:.1f}x"
-                         for label in dict.fromkeys(shown))
-        panels[1].set_xlabel(f"SVD error at equal budget, head axis / loop axis: {text}", fontsize=7)
+    caption = axis_error_caption(result.get("svd_error_by_axis"))
+    if caption:
+        panels[1].set_xlabel(caption, fontsize=7)
     panels[2].set_title("cosine to the final loop")
     panels[3].set_title("relative change from the previous loop")
     for panel in panels[2:]:
@@ -59,3 +56,16 @@ def plot_cross_loop_structure(result: dict, paper: dict | None, pdf_path, png_pa
     fig.savefig(pdf_path, metadata={"CreationDate": None})  # byte-identical reruns
     fig.savefig(png_path, dpi=dpi)
     plt.close(fig)
+
+
+def axis_error_caption(errors: dict | None) -> str:
+    """The head- over loop-axis SVD error at equal budget, at 16x and at the largest ratio both axes
+    reach. The ratios are a result file's keys ("8x", "16x", ...): they sort as strings, so the
+    largest is found by value."""
+    if not errors:
+        return ""
+    largest = max(errors, key=lambda label: int(label.rstrip("x")))
+    shown = dict.fromkeys(label for label in ("16x", largest) if label in errors)
+    text = "; ".join(f"{label}: K {errors[label]['k']['head_over_loop']:.1f}x, "
+                     f"V {errors[label]['v']['head_over_loop']:.1f}x" for label in shown)
+    return f"SVD error at equal budget, head axis / loop axis: {text}"

@@ -28,7 +28,7 @@ from loopkv.eval.fidelity import distribution_match
 from loopkv.train.engine import Engine
 from loopkv.train.stage_loop import train_stage
 from loopkv.utils.device import model_device
-from loopkv.utils.seeding import fixed_draws
+from loopkv.utils.seeding import MEASUREMENT_SEED, fixed_draws
 
 
 class CodecDistiller(torch.nn.Module):
@@ -70,16 +70,13 @@ def _weighted_mse(student: torch.Tensor, teacher: torch.Tensor, weights: torch.T
     return (err * weights).sum() / weights.sum().clamp(min=1)
 
 
-HELDOUT_SEED = 0   # of the random draws a measurement makes (Huginn's initial states)
-
-
 @torch.no_grad()
 def heldout_match(distiller: CodecDistiller, windows: torch.Tensor, batch_size: int) -> dict:
     """Teacher-forced (two-pass) KL and top-1 agreement on fixed windows: checkpoint selection. Every
     measurement makes the same random draws (at a tiny Huginn, a new initial state moves the KL by more
     than training does) and leaves the training's random stream where it was (resume stays bitwise)."""
     kl, top1, n = 0.0, 0.0, 0
-    with fixed_draws(HELDOUT_SEED, model_device(distiller.teacher)):
+    with fixed_draws(MEASUREMENT_SEED, model_device(distiller.teacher)):
         for i in range(0, len(windows), batch_size):
             terms = distiller(windows[i:i + batch_size])
             count = windows[i:i + batch_size].numel()

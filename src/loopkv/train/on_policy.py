@@ -19,7 +19,7 @@ import torch
 
 from loopkv.eval.generation import Sampling, generate, greedy_generate
 from loopkv.utils.device import model_device
-from loopkv.utils.seeding import derive_seed, fixed_draws
+from loopkv.utils.seeding import MEASUREMENT_SEED, derive_seed, fixed_draws
 
 
 def prompt_texts(name: str, path, shots: int, seed: int) -> list[str]:
@@ -74,11 +74,11 @@ def on_policy_batches(teacher, cache_factory, prompts: list[list[int]], cfg: dic
 def on_policy_heldout(distiller, cache_factory, prompts: list[list[int]], cfg: dict, val_windows: torch.Tensor) -> dict:
     """The selection measurement: KL / top-1 to the teacher at the positions of the student's greedy
     continuations of held-out `prompts` ("kl"), and the teacher-forced KL on `val_windows` ("window_kl")."""
-    from loopkv.train.distill import HELDOUT_SEED, heldout_match
+    from loopkv.train.distill import heldout_match
 
     config = distiller.teacher.config
     # the same model draws (Huginn's initial states) at every measurement, outside training's stream
-    with fixed_draws(HELDOUT_SEED, model_device(distiller.teacher)):
+    with fixed_draws(MEASUREMENT_SEED, model_device(distiller.teacher)):
         generated = greedy_generate(distiller.teacher, prompts, cfg["max_new_tokens"], cfg["batch_size"], cache_factory)
         ids, weights = generated_rows(prompts, generated, cfg["max_new_tokens"], config.eos_token_id,
                                       config.pad_token_id, cfg["seq_len"])

@@ -22,6 +22,11 @@ def seed_everything(seed: int) -> None:
 
 
 
+# the seed of every measurement's own draws (Huginn's initial states in a held-out KL, CE or task score):
+# one value, so the teacher and every method, and every measurement of a run, see the same draws
+MEASUREMENT_SEED = 0
+
+
 @contextlib.contextmanager
 def fixed_draws(seed: int, device=None):
     """A context in which torch's random draws are those of `seed` and after which the caller's random
