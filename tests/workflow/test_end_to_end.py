@@ -35,6 +35,22 @@ def test_outputs_have_metrics_and_provenance(finished):
     assert (finished / "logs/teacher/pretrain.log").exists()
 
 
+def test_the_teacher_depth_table_is_built_from_the_teacher_eval(finished):
+    metrics = json.loads((finished / "results/teacher/quality.json").read_text())["metrics"]
+    assert metrics["loop_depth"] == 2 and set(metrics["by_loop_depth"]) == {"1", "3"}
+    assert metrics["by_loop_depth"]["1"]["arithmetic"]["n"] == 6 and "heldout" not in metrics["by_loop_depth"]["1"]
+    rows = list(csv.DictReader(open(finished / "reports/teacher_depth.csv")))
+    assert [(r["loop_depth"], r["own_depth"]) for r in rows] == [("1", "False"), ("2", "True"), ("3", "False")]
+    ce = metrics["heldout"]["per_loop_ce"]
+    assert [r["heldout_ce"] for r in rows] == [str(ce[0]), str(ce[1]), ""]   # exit loops 1, 2; 3 not measured
+    assert [float(r["arith_em"]) for r in rows] == [metrics["by_loop_depth"]["1"]["arithmetic"]["exact_match"],
+                                                    metrics["arithmetic"]["exact_match"],
+                                                    metrics["by_loop_depth"]["3"]["arithmetic"]["exact_match"]]
+    samples = json.loads((finished / "results/teacher/quality_samples.json").read_text())["samples"]
+    assert len(samples["by_loop_depth"]["3"]["arithmetic"]) == 6
+    assert (finished / "reports/teacher_depth.pdf").read_bytes().startswith(b"%PDF")
+
+
 def test_rerun_has_nothing_to_do(finished):
     assert rerun_counts(finished, "micro.yaml") == {}
 
@@ -43,7 +59,9 @@ def test_editing_an_eval_key_reruns_only_the_evaluation(finished):
     micro = yaml.safe_load((finished / "micro.yaml").read_text())
     micro["teacher_eval"]["batch_size"] = 4
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
-    assert rerun_counts(finished, "edited.yaml") == {"teacher_eval": 1, "all": 1}
+    # and the teacher's depth table (micro's teacher_eval.loop_depths) with its page
+    assert rerun_counts(finished, "edited.yaml") == {"teacher_eval": 1, "teacher_depth": 1, "teacher_depth_html": 1,
+                                                     "all": 1}
 
 
 def test_editing_a_task_key_reruns_that_task_and_what_depends_on_it(finished):
@@ -52,10 +70,10 @@ def test_editing_a_task_key_reruns_that_task_and_what_depends_on_it(finished):
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
     # cloze is evaluation-only: neither the teacher nor a codec is retrained; every evaluation reruns
     assert rerun_counts(finished, "edited.yaml") == {
-        "task_data": 1, "teacher_eval": 1, "method_eval": 6, "table1": 1, "melt_eval": 8, "melt_table": 2,
+        "task_data": 1, "teacher_eval": 1, "teacher_depth": 1, "method_eval": 6, "table1": 1, "melt_eval": 8, "melt_table": 2,
         "melt_vs_lla": 1, "on_policy_eval": 1, "table4_fig7": 1,
         "lm_eval_shard": 2, "lm_eval_merge": 2, "table7": 1, "agreement": 1, "claims": 1, "all": 1,   # the suite's cloze task, both models
-        **pages("table1", "melt_table3", "melt_table4", "melt_vs_lla", "table4", "table7")}
+        **pages("table1", "melt_table3", "melt_table4", "melt_vs_lla", "table4", "table7", "teacher_depth")}
 
 
 def test_figure2_is_built_from_the_calibration(finished):

@@ -19,7 +19,7 @@ from workflow_helpers import snakemake
 pytestmark = pytest.mark.slow
 
 TABLES = ["claims", "table1", "table4", "table7", "table12", "table5", "table13", "melt_table3", "melt_table4",
-          "melt_vs_lla"]
+          "melt_vs_lla", "teacher_depth"]
 FIGURES = ["fig2_spectra", "fig7_exposure", "fig8_passkey", "fig_memory_vs_length"]
 EXPECTED = {f"reports/{name}.html" for name in TABLES} | {f"reports/{name}.png" for name in FIGURES}
 

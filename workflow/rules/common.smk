@@ -170,6 +170,7 @@ CROSS_LOOP_FIGURE = "fig4_huginn" if huginn() else "fig2_spectra"
 
 def default_targets():
     teacher = [R("teacher/quality.json")] + ([] if pretrained() else [R("teacher/model/train_curve.json")])
+    teacher += [f"{REPORTS}/teacher_depth.pdf"] if config["teacher_eval"]["loop_depths"] else []
     if huginn():   # MELT serves no Huginn layer; the serving and suite tables are Ouro's
         return teacher + [f"{REPORTS}/{CROSS_LOOP_FIGURE}.pdf", f"{REPORTS}/{LLA_TABLE}.pdf", f"{REPORTS}/claims.md"]
     melt = [f"{REPORTS}/{name}.pdf" for name in ("melt_table3", "melt_table4", "melt_vs_lla", "fig_memory_vs_length")]
@@ -195,6 +196,8 @@ REPORT_CATEGORIES = {"claims": "1. Claims", "lla": "2. LLA: quality", "serving":
 def report_tables():
     """name -> (category, heading) of every table this configuration builds: each a page of the report."""
     tables = {"table1": ("lla", "LLA Table 1: KV methods at equal cache budgets")}
+    if config["teacher_eval"]["loop_depths"]:
+        tables["teacher_depth"] = ("lla", "The teacher at each test-time depth")
     if config["on_policy"]["budgets"]:
         tables["table4"] = ("lla", "LLA Table 4: off- vs on-policy distillation")
     if LM_MODELS and LM_TASK_DATA:

@@ -56,3 +56,23 @@ rule teacher_eval:
         "loopkv teacher-eval --cfg {params.cfg:q} --teacher {params.teacher:q}"
         " --corpus {params.corpus:q} {params.tasks} --out {output.metrics:q} --samples {output.samples:q}"
         " --threads {threads:q} --device {resources.device:q} > {log:q} 2>&1"
+
+
+# The teacher at each test-time depth of teacher_eval.loop_depths (Huginn's steps, Ouro's exit loop)
+rule teacher_depth:
+    input:
+        R("teacher/quality.json"),
+    output:
+        pdf=f"{REPORTS}/teacher_depth.pdf",
+        csv=f"{REPORTS}/teacher_depth.csv",
+        tex=f"{REPORTS}/teacher_depth.tex",
+    params:
+        cfg=job_cfg("teacher-depth"),
+    localrule: True
+    log:
+        f"{LOGS}/report/teacher_depth.log",
+    benchmark:
+        f"{LOGS}/benchmarks/report/teacher_depth.tsv"
+    shell:
+        "loopkv teacher-depth --cfg {params.cfg:q} --metrics {input:q} --pdf {output.pdf:q} --csv {output.csv:q}"
+        " --tex {output.tex:q} > {log:q} 2>&1"

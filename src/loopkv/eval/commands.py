@@ -85,6 +85,7 @@ def _melt_memory(job) -> None:
 
 def _teacher_eval(job) -> None:
     from loopkv.data.tokenizer import load_tokenizer
+    from loopkv.eval.depth import quality_by_depth
     from loopkv.eval.quality import evaluate_quality
     from loopkv.models.loading import load_teacher
     from loopkv.utils.seeding import MEASUREMENT_SEED, fixed_draws
@@ -95,6 +96,10 @@ def _teacher_eval(job) -> None:
     tokenizer = load_tokenizer(args.teacher)
     with fixed_draws(MEASUREMENT_SEED, job.device):   # the model's draws (Huginn's starts): every cell's the same
         metrics, samples = evaluate_quality(model, tokenizer, args.corpus, job.named("task"), cfg, cfg["seq_len"])
+    metrics["model_type"], metrics["loop_depth"] = model.config.model_type, model.config.total_ut_steps
+    if cfg["loop_depths"]:   # the same tasks at other test-time depths (Huginn's steps, Ouro's exit loop)
+        metrics["by_loop_depth"], samples["by_loop_depth"] = quality_by_depth(
+            model, tokenizer, args.corpus, job.named("task"), cfg, cfg["loop_depths"])
     metrics["kv_method"] = "full"
     metrics["cache_dtype"] = job.cfg["model"]["dtype"]
     if args.samples:

@@ -1,4 +1,5 @@
-"""Subcommands: table1, table7, melt-table1, check-agreement, fig8, table4-fig7, melt-table, melt-vs-lla, fig-memory."""
+"""Subcommands: table1, table7, melt-table1, check-agreement, fig8, table4-fig7, melt-table, melt-vs-lla, fig-memory,
+teacher-depth."""
 from __future__ import annotations
 
 import json
@@ -95,6 +96,12 @@ MELT_VS_LLA = JobSpec(
             Arg("cells", "the compared methods' quality.json", kind="paths", required=False)),
     outputs=_table_files("pdf", "csv", "tex"))
 
+TEACHER_DEPTH = JobSpec(
+    "teacher-depth", "the teacher's held-out CE and task scores at each test-time depth (teacher_eval.loop_depths)",
+    reads=(_TRAIN_LENGTHS,),
+    inputs=(Arg("metrics", "the teacher's quality.json (teacher-eval with loop_depths)"),),
+    outputs=_table_files("pdf", "csv", "tex"))
+
 FIG_MEMORY = JobSpec(
     "fig-memory", "memory against generated tokens and bytes against T (PDF, PNG, JSON)",
     reads=(_DPI,),
@@ -106,7 +113,8 @@ def register(sub) -> None:
     for spec, body in ((TABLE1, _table1), (TABLE7, _table7), (MELT_TABLE1, _melt_table1),
                        (CHECK_AGREEMENT, _check_agreement),
                        (TABLE5, _table5), (TABLE13, _table13), (FIG8, _fig8), (TABLE4_FIG7, _table4_fig7),
-                       (MELT_TABLE, _melt_table), (MELT_VS_LLA, _melt_vs_lla), (FIG_MEMORY, _fig_memory)):
+                       (MELT_TABLE, _melt_table), (MELT_VS_LLA, _melt_vs_lla), (FIG_MEMORY, _fig_memory),
+                       (TEACHER_DEPTH, _teacher_depth)):
         add_command(sub, spec, body)
 
 
@@ -299,6 +307,18 @@ def _table1(job) -> None:
 # what Table 1 reads of a merged lm-eval result
 BENCHMARK_FIELDS = {"task": str, "method": str, "budget": str, "headline": str, "metrics": dict, "samples": list,
                     "n": int}
+
+
+def _teacher_depth(job) -> None:
+    from loopkv.report import tables, teacher_depth
+
+    args = job.args
+    metrics = _metrics(args.metrics)
+    rows = teacher_depth.build_rows(metrics, _train_max(job), f"teacher-eval result {args.metrics}")
+    family = metrics.get("model_type")
+    title = "The teacher at each test-time depth: held-out CE and task scores by the number of loops it runs"
+    with atomic_path(args.pdf) as pdf, atomic_path(args.csv) as csv_path, atomic_path(args.tex) as tex:
+        tables.write_all(rows, teacher_depth.SPEC, teacher_depth.note(rows, family), title, pdf, csv_path, tex)
 
 
 def _metrics(path) -> dict:

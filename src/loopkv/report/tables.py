@@ -209,20 +209,28 @@ def pooled(cells: list[dict]) -> float | None:
     return sum(c["accuracy"] * c["n"] for c in cells) / n if n else None
 
 
-def quality_fields(m: dict, passkey_train_max: int) -> dict:
-    """The measured columns every quality table shares, from a method-eval `metrics` dict."""
+def task_fields(m: dict, passkey_train_max: int) -> dict:
+    """The synthetic tasks' columns (arithmetic EM, cloze, passkey within / beyond the training
+    length, each with its n) from an evaluation's `metrics` dict."""
     by_length = m["passkey"]["by_length"]
     inside = [c for length, c in by_length.items() if int(length) <= passkey_train_max]
     outside = [c for length, c in by_length.items() if int(length) > passkey_train_max]
+    return {
+        "arith_em": m["arithmetic"]["exact_match"], "n_arith": m["arithmetic"]["n"],
+        "cloze_acc": m["cloze"]["accuracy"], "n_cloze": m["cloze"]["n"],
+        "passkey_in": pooled(inside), "n_passkey_in": sum(c["n"] for c in inside),
+        "passkey_out": pooled(outside), "n_passkey_out": sum(c["n"] for c in outside),
+    }
+
+
+def quality_fields(m: dict, passkey_train_max: int) -> dict:
+    """The measured columns every quality table shares, from a method-eval `metrics` dict."""
     return {
         "bytes_per_token": m["bytes_per_token"],
         "bytes_ratio": m["teacher_bytes_per_token"] / m["bytes_per_token"],
         "kl_streamed": m["fidelity"]["kl"], "top1_streamed": m["fidelity"]["top1"],
         "n_kl_tokens": m["fidelity"]["n_tokens"],
-        "arith_em": m["arithmetic"]["exact_match"], "n_arith": m["arithmetic"]["n"],
-        "cloze_acc": m["cloze"]["accuracy"], "n_cloze": m["cloze"]["n"],
-        "passkey_in": pooled(inside), "n_passkey_in": sum(c["n"] for c in inside),
-        "passkey_out": pooled(outside), "n_passkey_out": sum(c["n"] for c in outside),
+        **task_fields(m, passkey_train_max),
         "cache_dtype": m["cache_dtype"], "compute_dtype": m["compute_dtype"],
     }
 
