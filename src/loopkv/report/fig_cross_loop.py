@@ -42,10 +42,12 @@ def plot_cross_loop_structure(result: dict, paper: dict | None, pdf_path, png_pa
     shares = {k: result[k]["loop_variance_share"] for k in ("k", "v")}
     beside = (f"(paper {paper['loop_variance_share']['k']:.0%}, {paper['loop_variance_share']['v']:.0%})"
               if paper is not None else "(the paper gives no values for this model)")
-    panels[0].set_xlabel(f"loop-axis variance share: K {shares['k']:.1%}, V {shares['v']:.1%} {beside}", fontsize=7)
+    # a panel is half the text width: its notes are wrapped to it (unwrapped, the two overlap and run off the page)
+    panels[0].set_xlabel(wrapped(f"loop-axis variance share: K {shares['k']:.1%}, V {shares['v']:.1%} {beside}",
+                                 TEXT_WIDTH / 2, fontsize=7), fontsize=7)
     caption = axis_error_caption(result.get("svd_error_by_axis"))
     if caption:
-        panels[1].set_xlabel(caption, fontsize=7)
+        panels[1].set_xlabel(wrapped(caption, TEXT_WIDTH / 2, fontsize=7), fontsize=7)
     panels[2].set_title("cosine to the final loop")
     panels[3].set_title("relative change from the previous loop")
     for panel in panels[2:]:
