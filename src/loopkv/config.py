@@ -917,6 +917,14 @@ def _check_budgets(c: dict) -> Iterator[Problem]:
             first[label] = ratio
 
 
+def _check_loop_depths(c: dict) -> Iterator[Problem]:
+    """The teacher's other test-time depths: its own is its evaluation already."""
+    own = c["model"]["arch"]["total_ut_steps"]
+    if own in c["teacher_eval"]["loop_depths"]:
+        yield ("teacher_eval.loop_depths", f"holds the model's own depth (model.arch.total_ut_steps = {own}): "
+               "the teacher's evaluation is at it already; list the other depths")
+
+
 def _check_generation(c: dict) -> Iterator[Problem]:
     """Generation budgets within the model's positions and the rows that hold them."""
     max_pos = c["model"]["arch"]["max_position_embeddings"]
@@ -1000,7 +1008,7 @@ _SEMANTIC_CHECKS: list[Callable[[dict], Iterator[Problem]]] = [
     _check_corpus, _check_tokenizer, _check_tasks, _check_model, _check_windows, _check_schedules,
     _check_packed_rows, _check_launch, _check_budgets, _check_methods, _check_melt, _check_lm_eval,
     _check_table1_benchmarks,
-    _check_passkey_grid, _check_on_policy, _check_serve, _check_generation, _check_kernel,
+    _check_passkey_grid, _check_on_policy, _check_serve, _check_generation, _check_loop_depths, _check_kernel,
     _check_paper_models, _check_jobs,
 ]
 

@@ -70,6 +70,18 @@ def test_a_depth_is_the_checkpoint_built_to_run_it(family, teacher_dir, huginn_d
     assert outputs[depths[0]] != _outputs(at_own) and outputs[depths[0]] != outputs[depths[1]]
 
 
+def test_an_ouro_depth_is_the_exit_at_that_loop_of_the_full_model(teacher_dir, tokenizer, corpus_dir, micro_task_dirs):
+    """Ouro's exit at loop k of its T (exit_at_step = k - 1, every loop run) generates what k loops do."""
+    model = AutoModelForCausalLM.from_pretrained(teacher_dir).eval()
+    metrics, samples = quality_by_depth(model, tokenizer, corpus_dir, micro_task_dirs, CFG, [1])
+    exiting = AutoModelForCausalLM.from_pretrained(teacher_dir, exit_at_step=0).eval()
+    want_metrics, want_samples = evaluate_quality(exiting, tokenizer, corpus_dir, micro_task_dirs, CFG, CFG["seq_len"],
+                                                  heldout=False)
+    assert metrics["1"] == want_metrics and _outputs(samples["1"]) == _outputs(want_samples)
+    with pytest.raises(LoopKVError, match="exit_at_step"):   # an exit setting would pick its own loop
+        quality_by_depth(exiting, tokenizer, corpus_dir, micro_task_dirs, CFG, [1])
+
+
 def test_the_own_depth_comes_back_after_an_error_and_a_bad_depth_is_refused(teacher_dir):
     model = AutoModelForCausalLM.from_pretrained(teacher_dir).eval()
     with pytest.raises(RuntimeError, match="inside"):
@@ -91,7 +103,7 @@ def _tasks(em: float, n_arith=10, passkey=None):
 def _huginn_metrics():
     return {"model_type": "huginn_raven", "loop_depth": 4,
             "heldout": {"n_tokens": 640, "ce": 3.5, "ce_at_1": 4.0, "ce_at_2": 3.7, "ce_at_4": 3.5, "ce_at_8": 3.49},
-            **_tasks(0.5), "by_loop_depth": {"16": _tasks(0.6), "1": _tasks(0.1), "4": _tasks(0.9)}}
+            **_tasks(0.5), "by_loop_depth": {"16": _tasks(0.6), "1": _tasks(0.1)}}
 
 
 def test_the_table_has_a_row_per_depth_with_the_measured_ce_and_the_own_depth_from_the_top_level():
@@ -131,6 +143,16 @@ def test_the_table_files_carry_wilson_bounds(tmp_path):
     (lambda m: m["by_loop_depth"]["1"]["passkey"]["by_length"].update({"x1": {"accuracy": 1.0, "n": 1}}),
      "passkey length 'x1'"),
     (lambda m: m.update(loop_depth="4"), "field 'loop_depth'"),
+    (lambda m: m.update(loop_depth=0), "loop_depth 0 is not a whole number >= 1"),
+    (lambda m: m.pop("model_type"), "field 'model_type' is missing"),
+    (lambda m: m["by_loop_depth"].update({"0": _tasks(0.1)}), "loop depth '0' is not"),
+    (lambda m: m["by_loop_depth"].update({"01": _tasks(0.2)}), "loop depth '01' is not"),
+    (lambda m: m["by_loop_depth"].update({"\u00b2": _tasks(0.2)}), "is not a whole number"),
+    (lambda m: m["by_loop_depth"].update({"4": _tasks(0.2)}), "loop depth 4 is given twice"),   # the own depth
+    (lambda m: m["by_loop_depth"]["1"]["arithmetic"].update(exact_match=1.5), "exact_match 1.5 of n=10"),
+    (lambda m: m["by_loop_depth"]["1"]["arithmetic"].update(exact_match=float("nan")), "exact_match nan"),
+    (lambda m: m["by_loop_depth"]["1"]["arithmetic"].update(exact_match=0.15), "depth 1: arithmetic exact_match"),
+    (lambda m: m["by_loop_depth"]["1"]["cloze"].update(n=-8), "cloze accuracy 0.25 of n=-8"),
 ])
 def test_a_malformed_result_is_refused_naming_the_file_and_field(mutate, message):
     metrics = json.loads(json.dumps(_huginn_metrics()))

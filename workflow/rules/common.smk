@@ -112,6 +112,7 @@ localrules:
     table13,
     agreement,
     claims,
+    teacher_depth,
     claims_html,   # and every table's page (report.smk: `localrule: True`, rules made in a loop)
 
 

@@ -68,7 +68,6 @@ rule teacher_depth:
         tex=f"{REPORTS}/teacher_depth.tex",
     params:
         cfg=job_cfg("teacher-depth"),
-    localrule: True
     log:
         f"{LOGS}/report/teacher_depth.log",
     benchmark:

@@ -18,6 +18,10 @@ def at_depth(model, steps: int):
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise LoopKVError(f"a test-time depth is a whole number of steps >= 1, got {steps!r}")
     config = model.config
+    exits = {k: getattr(config, k) for k in ("exit_at_step", "exit_threshold") if getattr(config, k, None) is not None}
+    if exits:   # Ouro's exit settings pick a loop of their own
+        raise LoopKVError(f"a test-time depth is the loop the model exits at, but the checkpoint's config sets "
+                          f"{exits}, which would choose another")
     own = config.total_ut_steps
     config.total_ut_steps = steps
     try:
@@ -28,8 +32,8 @@ def at_depth(model, steps: int):
 
 def quality_by_depth(model, tokenizer, corpus_dir, task_dirs: dict, cfg: dict, depths: list[int]) -> tuple[dict, dict]:
     """({str(depth): the task metrics of evaluate_quality at that depth}, {str(depth): its per-item
-    samples}), each depth from the measurement seed's draws (Huginn's initial states): the depths
-    differ only in the steps they run."""
+    samples}). Each depth's evaluation starts from the measurement seed (Huginn's initial states); the
+    draws after its first batch follow from how many tokens the earlier batches decoded."""
     metrics, samples = {}, {}
     for steps in depths:
         with at_depth(model, steps), fixed_draws(MEASUREMENT_SEED, model_device(model)):
