@@ -208,3 +208,17 @@ def test_huginn_claims_are_judged_on_a_huginn_run_only(tmp_path):
     assert all(evaluate(c, reports, "tiny", "Ouro-1.4B").verdict.startswith("not run") for c in huginn.values())
     ouro = [c for c in CLAIMS if c.model != "Huginn-3.5B"]
     assert all(evaluate(c, reports, "tiny", "Huginn-3.5B").verdict.startswith("not run") for c in ouro)
+
+
+def test_table4_claims_read_the_paired_on_minus_off_columns(tmp_path):
+    """On- and off-policy codecs answer the same items: the claim takes the table's paired interval (here
+    entirely above 0: reproduced), not Newcombe's on the two accuracies (which would span 0)."""
+    rows = [{"method": "lla", "budget": "4x", "em_on": 0.55, "em_off": 0.5, "n_items": 200, "em_on_minus_off": 0.05,
+             "em_on_minus_off_lo": 0.02, "em_on_minus_off_hi": 0.08, "no_answer_on_minus_off": -0.05,
+             "no_answer_on_minus_off_lo": -0.08, "no_answer_on_minus_off_hi": -0.02}]
+    reports = Reports({"table4": _table(tmp_path, "table4", rows)})
+    by_id = {c.id: evaluate(c, reports, "tiny") for c in CLAIMS if c.id.startswith("lla-t4")}
+    assert by_id["lla-t4-on-policy-helps-4x"].verdict == verdict.REPRODUCED
+    assert "paired-bootstrap" in by_id["lla-t4-on-policy-helps-4x"].evidence
+    assert by_id["lla-t4-on-policy-answers-4x"].verdict == verdict.REPRODUCED
+    assert by_id["lla-t4-on-policy-hurts-21x"].verdict == verdict.NOT_RUN

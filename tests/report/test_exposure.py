@@ -99,3 +99,38 @@ def test_benchmark_outcomes_check_the_model_and_read_results_merged_before_codec
     assert exposure.benchmark_outcomes(old, len, "r.json", "off_policy", ("lla", "4x"))[0]["correct"]
     old["provenance"] = {"merged_from": {"s0.json": {"inputs": {"teacher": {}}}}}
     assert exposure.served_codec(old) is None   # the teacher's
+
+
+def test_on_minus_off_is_paired_over_the_same_items(tmp_path):
+    """200 items; on-policy answers 10 more correctly and never fewer: every per-item difference is >= 0,
+    so a paired interval cannot reach below 0, while Newcombe's (independent samples) spans 0. The
+    reference interval is scipy's percentile bootstrap of the per-item differences."""
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    from loopkv.stats.intervals import newcombe_difference
+
+    off_correct = [i % 2 == 0 for i in range(200)]
+    on_correct = [c or i in range(1, 21, 2) for i, c in enumerate(off_correct)]
+    answered_off = [i % 5 != 0 for i in range(200)]
+    answered_on = [a or i < 50 for i, a in enumerate(answered_off)]
+    lengths = [3] * 200
+    off, on = _samples(off_correct, answered_off, lengths), _samples(on_correct, answered_on, lengths)
+    teacher = _samples([True] * 200, [True] * 200, lengths)
+    cell = {**_cell(4.0), "off_samples": off, "on_samples": list(reversed(on))}   # order must not matter
+    row = exposure.table_rows([cell], teacher)[0]
+    assert row["em_on_minus_off"] == pytest.approx(10 / 200)
+    assert row["no_answer_on_minus_off"] == pytest.approx(-10 / 200)   # items 0, 5, ..., 45 now answered
+    assert 0 <= row["em_on_minus_off_lo"] < row["em_on_minus_off"] < row["em_on_minus_off_hi"]
+    assert row["no_answer_on_minus_off_hi"] <= 0
+    diffs = np.array(on_correct, float) - np.array(off_correct, float)
+    ref = bootstrap((diffs,), np.mean, confidence_level=0.95, n_resamples=10000, method="percentile",
+                    random_state=0).confidence_interval
+    assert (row["em_on_minus_off_lo"], row["em_on_minus_off_hi"]) == pytest.approx((ref.low, ref.high), abs=0.011)
+    independent = newcombe_difference(110, 200, 100, 200)
+    assert independent.lo < 0 < independent.hi   # the same numbers, unpaired: inconclusive
+    tables.write_all([row], exposure.SPEC, exposure.table_note([row]), "t", tmp_path / "t.pdf", tmp_path / "t.csv",
+                     tmp_path / "t.tex")
+    read = list(csv.DictReader(open(tmp_path / "t.csv")))[0]
+    assert float(read["em_on_minus_off_lo"]) == pytest.approx(row["em_on_minus_off_lo"])
+    assert "paired" in exposure.table_note([row])

@@ -13,8 +13,10 @@ CLAIMS = JobSpec(
                           "this configuration does not build is simply absent", kind="named", required=False),),
     outputs=(Arg("csv", "claims.csv"), Arg("md", "claims.md"), Arg("pdf", "claims.pdf")))
 
-HOW = ("Verdict: 'reproduced' when this run's 95% interval (Wilson for an accuracy, Newcombe for a difference of "
-       "two; a byte count, KL or timing is a point value) meets the claim's bound entirely, 'contradicted' when it "
+HOW = ("Verdict: 'reproduced' when this run's 95% interval (Wilson for an accuracy; for a difference, the table's "
+       "paired bootstrap over the same items where it computes one, else Newcombe's interval for two independent "
+       "samples, wider than a paired one when the items are shared; a byte count, KL or timing is a point value) "
+       "meets the claim's bound entirely, 'contradicted' when it "
        "misses it entirely, 'inconclusive' when it spans it; 'not run' when the configuration does not build the "
        "row or table; 'not run at this scale' when the claim needs the real checkpoint or is about another paper "
        "model than the run's (report.paper_model). At tiny scale a claim about "

@@ -28,12 +28,18 @@ def table_spec(source: str) -> tables.TableSpec:
         columns=[("method", "method"), ("budget", "budget"), ("ratio", "ratio"),
                  ("em_off", f"{label}\noff-policy"), ("em_on", f"{label}\non-policy"),
                  ("no_answer_off", "no answer\noff-policy"), ("no_answer_on", "no answer\non-policy"),
+                 ("em_on_minus_off", f"{label}\non - off"), ("no_answer_on_minus_off", "no answer\non - off"),
                  ("kl_off", "KL streamed\noff-policy"), ("kl_on", "KL streamed\non-policy"),
                  ("paper_off", "paper\noff-policy"), ("paper_on", "paper\non-policy"),
                  ("paper_no_answer_off", "paper no ans.\noff-policy"), ("paper_no_answer_on", "paper no ans.\non-policy")],
         csv_extra=["source", "n_items", "teacher_em", "teacher_no_answer", "on_policy_steps", "window_kl_off",
                    "window_kl_on", "on_policy_kl_start", "on_policy_kl_best", "on_policy_best_step"],
-        width=19, proportions={k: "n_items" for k in ("em_off", "em_on", "no_answer_off", "no_answer_on")})
+        width=22, proportions={k: "n_items" for k in ("em_off", "em_on", "no_answer_off", "no_answer_on")},
+        own_intervals=DIFFERENCES)
+
+
+DIFFERENCES = ("em_on_minus_off", "no_answer_on_minus_off")   # paired over the same items
+RESAMPLES = 10000
 
 
 SPEC = table_spec(ARITHMETIC)   # the embedded default's
@@ -92,12 +98,30 @@ def exposure_curve(outcomes: list[dict], bin_tokens: int) -> list[dict]:
     return [{"lo": lo, "hi": lo + bin_tokens, **rates(group)} for lo, group in sorted(bins.items())]
 
 
+def on_minus_off(on: list[dict], off: list[dict], seed: int) -> dict:
+    """On- minus off-policy accuracy and no-answer rate, each with a paired percentile bootstrap over the
+    items (joined by id): both codecs answer the same items, so item difficulty is shared and the
+    interval is far narrower than two independent ones (Newcombe's)."""
+    from loopkv.stats.intervals import paired_difference
+
+    by_id = {o["id"]: o for o in off}
+    pairs = [(o, by_id[o["id"]]) for o in sorted(on, key=lambda o: o["id"])]
+    fields = {}
+    for metric, key in (("em_on_minus_off", "correct"), ("no_answer_on_minus_off", "no_answer")):
+        d = paired_difference([float(a[key]) for a, _ in pairs], [float(b[key]) for _, b in pairs],
+                              tables.LEVEL, RESAMPLES, seed)
+        fields.update({metric: d.value, f"{metric}_lo": d.lo, f"{metric}_hi": d.hi})
+    return fields
+
+
 def table_rows(cells: list[dict], teacher: list[dict], source: str = ARITHMETIC) -> list[dict]:
     """cells: per budget {"off": metrics, "on": metrics, "off_samples", "on_samples" (outcomes), "on_curve",
     "off_curve"}; teacher: the teacher's outcomes on the same items; source: where the outcomes come from."""
     t, ids = rates(teacher), sorted(o["id"] for o in teacher)
+    if len(set(ids)) != len(ids):
+        raise LoopKVError(f"Table 4: the teacher's {source} items repeat an id")
     rows = []
-    for c in cells:
+    for i, c in enumerate(cells):
         for side in ("off", "on"):
             if sorted(o["id"] for o in c[f"{side}_samples"]) != ids:
                 raise LoopKVError(f"Table 4 at {c['off']['budget']}: the {side}-policy {source} items are not the teacher's")
@@ -105,7 +129,8 @@ def table_rows(cells: list[dict], teacher: list[dict], source: str = ARITHMETIC)
         paper = TABLE4.get(round(c["off"]["setting"]["ratio"], 2), {})
         rows.append({"method": c["off"]["method"], "budget": c["off"]["budget"], "ratio": c["off"]["setting"]["ratio"],
                      "em_off": off["em"], "em_on": on["em"], "no_answer_off": off["no_answer"],
-                     "no_answer_on": on["no_answer"], "kl_off": c["off"]["fidelity"]["kl"],
+                     "no_answer_on": on["no_answer"], **on_minus_off(c["on_samples"], c["off_samples"], seed=i),
+                     "kl_off": c["off"]["fidelity"]["kl"],
                      "kl_on": c["on"]["fidelity"]["kl"], "source": source, "n_items": off["n"], "teacher_em": t["em"],
                      "teacher_no_answer": t["no_answer"], "on_policy_steps": c["on_curve"]["curve"]["train"][-1]["step"],
                      # teacher-forced KL on validation windows (off-policy's selection metric) before / after
@@ -129,7 +154,8 @@ def source_note(source: str, n: int, shots: int | None = None) -> str:
 
 def table_note(rows: list[dict], shots: int | None = None) -> str:
     return (f"{source_note(rows[0]['source'], rows[0]['n_items'], shots)} Teacher: accuracy {rows[0]['teacher_em']:.3f}, no answer "
-            f"{rows[0]['teacher_no_answer']:.3f}. On-policy = the off-policy codec continued for "
+            f"{rows[0]['teacher_no_answer']:.3f}. 'on - off': on- minus off-policy on the same items, 95% paired "
+            f"bootstrap over the items. On-policy = the off-policy codec continued for "
             f"{rows[0]['on_policy_steps']} steps on the student's own samples (Eq. 6-7). KL streamed = "
             f"decode KL to the teacher on test windows. Budget '{tables.NOT_RUN}': a paper row this configuration "
             f"does not run. Paper: {TABLE4_SOURCE}.")
