@@ -94,7 +94,8 @@ def test_the_run_matching_melts_decoding_is_preferred_and_the_others_named():
     code = by["HumanEval"]   # sampled, but not at MELT's temperature: the benchmark's greedy run
     assert (code["task"], code["decoding"], code["also_run"]) == ("humaneval", "greedy", "humaneval-hot")
     assert not code["melt_protocol"] and code["max_new_tokens"] == 64
-    note = melt_table1.note(rows)
+    note = melt_table1.note(rows, melt_table1.teacher_name({"source": "pretrained", "path": "ckpt/Ouro-1.4B"}))
+    assert "Teacher: the checkpoint ckpt/Ouro-1.4B; the paper's Ouro column is Ouro-1.4B-Thinking" in note
     assert "MATH-500: math500-sampled shown, math500 also run" in note
     assert "HumanEval: humaneval shown, humaneval-hot also run" in note
     assert "Not at MELT's decoding here: HumanEval (greedy)" in note
@@ -145,7 +146,7 @@ def test_one_unit_fractions_the_papers_percentages_divided_by_100():
             assert row[f"paper_{model}"] == (None if expected is None else pytest.approx(expected / 100))
         values = [row.get(k) for k in ("teacher", "melt", "paper_melt", "paper_ouro")]
         assert all(0.0 <= v <= 1.0 for v in values if v is not None)
-    assert "fraction" in melt_table1.TITLE and "Unit: every value is a fraction" in melt_table1.note(rows)
+    assert "fraction" in melt_table1.TITLE and "Unit: every value is a fraction" in melt_table1.note(rows, "t")
     percent = results()[:2]
     percent[0]["metrics"]["exact_match"] = 70.0           # a percentage where a fraction belongs
     with pytest.raises(LoopKVError, match=r"70.0 is not a fraction in \[0, 1\]"):
@@ -183,7 +184,8 @@ def test_the_files_and_the_command(tmp_path):
         paths.append(tmp_path / f"r{i}.json")
         paths[-1].write_text(json.dumps(r))
     out = [x for f in ("pdf", "csv", "tex") for x in (f"--{f}", str(tmp_path / f"t.{f}"))]
-    main(["--debug", "melt-table1", "--results", *map(str, paths), *out])
+    cfg = ["--cfg", json.dumps({"model": {"source": "pretrained", "path": "ckpt/Ouro-1.4B"}})]
+    main(["--debug", "melt-table1", *cfg, "--results", *map(str, paths), *out])
     lines = list(csv.DictReader(open(tmp_path / "t.csv")))
     assert len(lines) == len(MELT_TABLE1)
     math = next(line for line in lines if line["benchmark"] == "MATH-500")
@@ -192,9 +194,10 @@ def test_the_files_and_the_command(tmp_path):
     assert {"paper_qwen3_1.7b", "paper_gemma4_e2b", "interval_melt"} <= set(lines[0])
     assert next(line for line in lines if line["benchmark"] == "AIME25")["task"] == tables.NOT_RUN
     tex = (tmp_path / "t.tex").read_text()
+    assert "Teacher: the checkpoint ckpt/Ouro-1.4B" in tex
     assert "ours: MELT melt/2x" in tex and "Unit: every value is a fraction" in tex and (tmp_path / "t.pdf").stat().st_size
     # a file of another model is refused, naming the file
     bad = tmp_path / "lla.json"
     bad.write_text(json.dumps({**rs[0], "method": "lla", "budget": "4x"}))
     with pytest.raises(LoopKVError, match=f"{bad} \\(lla/4x, task math500\\)"):
-        main(["--debug", "melt-table1", "--results", str(paths[0]), str(bad), *out])
+        main(["--debug", "melt-table1", *cfg, "--results", str(paths[0]), str(bad), *out])

@@ -121,13 +121,15 @@ rule melt_table1:
         pdf=f"{REPORTS}/melt_table1.pdf",
         csv=f"{REPORTS}/melt_table1.csv",
         tex=f"{REPORTS}/melt_table1.tex",
+    params:
+        cfg=job_cfg("melt-table1"),
     localrule: True
     log:
         f"{LOGS}/report/melt_table1.log",
     benchmark:
         f"{LOGS}/benchmarks/report/melt_table1.tsv"
     shell:
-        "loopkv melt-table1 --results {input:q} --pdf {output.pdf:q} --csv {output.csv:q} --tex {output.tex:q}"
+        "loopkv melt-table1 --cfg {params.cfg:q} --results {input:q} --pdf {output.pdf:q} --csv {output.csv:q} --tex {output.tex:q}"
         " > {log:q} 2>&1"
 
 

@@ -39,6 +39,7 @@ MELT_TABLE1 = JobSpec(
     "melt-table1", "MELT Table 1 (its benchmarks) from merged lm-eval results of the teacher and MELT",
     inputs=(Arg("results", "lm-eval-merge JSONs of full/1x and melt/<its budget> on MELT Table 1's benchmarks "
                            "(any order)", kind="paths"),),
+    reads=("model.source", "model.path"),   # the note names the teacher served
     outputs=_table_files("pdf", "csv", "tex"))
 
 CHECK_AGREEMENT = JobSpec(
@@ -238,7 +239,8 @@ def _melt_table1(job) -> None:
     rows = melt_table1.build_rows([read_json(p, "lm-eval result", BENCHMARK_FIELDS) for p in args.results],
                                   sources=list(args.results))
     with atomic_path(args.pdf) as pdf, atomic_path(args.csv) as csv_path, atomic_path(args.tex) as tex:
-        tables.write_all(rows, melt_table1.spec(rows), melt_table1.note(rows), melt_table1.TITLE, pdf, csv_path, tex)
+        tables.write_all(rows, melt_table1.spec(rows), melt_table1.note(rows, melt_table1.teacher_name(job.cfg["model"])),
+                         melt_table1.TITLE, pdf, csv_path, tex)
 
 
 def _check_agreement(job) -> None:

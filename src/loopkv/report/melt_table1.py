@@ -216,13 +216,22 @@ def spec(rows: list[dict]) -> tables.TableSpec:
         width=20.0, own_intervals=MODELS)
 
 
-def note(rows: list[dict]) -> str:
+def teacher_name(model: dict) -> str:
+    """The teacher this run serves, as the note names it: the checkpoint's path, or the embedded tiny one."""
+    if model["source"] == "pretrained":
+        return f"the checkpoint {model['path']}"
+    return "the tiny teacher trained here from scratch"
+
+
+def note(rows: list[dict], teacher: str) -> str:
     run = [r for r in rows if r["task"] != tables.NOT_RUN]
     not_run = [r["benchmark"] for r in rows if r["task"] == tables.NOT_RUN]
     off = [f"{r['benchmark']} ({r['decoding']})" for r in run
            if not r["melt_protocol"] and r["decoding"] != "log-likelihood"]
     others = [f"{r['benchmark']}: {r['task']} shown, {r['also_run']} also run" for r in run if r.get("also_run")]
     return (
+        f"Teacher: {teacher}; the paper's Ouro column is {MELT_TABLE1_MODELS['ouro']}, so our teacher "
+        "column compares with it only when that checkpoint is the one served. "
         "Unit: every value is a fraction (0-1), ours of documents and the paper's its percentage / 100. Ours: "
         "through lm-eval with model 'loopkv' (the teacher's full cache; MELT at its budget), 95% intervals: a "
         "greedy or log-likelihood run is a proportion of its n documents (Wilson), a sampled run (decoding 'T= p= n=': "
