@@ -4,6 +4,7 @@ token at a time through the method's cache, as served): greedy, or nucleus sampl
 batch it shares, its batch size or the shard it runs in."""
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Callable
 
@@ -13,6 +14,7 @@ from transformers import LogitsProcessor, LogitsProcessorList
 from loopkv.cache import LoopCache, make_cache
 from loopkv.errors import LoopKVError
 from loopkv.utils.device import model_device
+from loopkv.utils.seeding import batch_draws
 
 CacheFactory = Callable[[], LoopCache]
 
@@ -148,11 +150,14 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, batch_size: i
             decode = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
         else:
             decode = {"do_sample": False}
-        out = model.generate(
-            input_ids=ids, attention_mask=mask, cache=cache_factory(), max_new_tokens=max_new_tokens,
-            eos_token_id=ends if len(ends) > 1 else ends[0], pad_token_id=model.config.pad_token_id, **decode,
-            **({"stop_strings": list(stop_strings), "tokenizer": tokenizer} if stop_strings else {}),
-        )
+        # unseeded sampling draws from the caller's stream, as documented; every other decode draws per batch
+        draws = contextlib.nullcontext() if temperature > 0 else batch_draws(start // batch_size)
+        with draws:
+            out = model.generate(
+                input_ids=ids, attention_mask=mask, cache=cache_factory(), max_new_tokens=max_new_tokens,
+                eos_token_id=ends if len(ends) > 1 else ends[0], pad_token_id=model.config.pad_token_id, **decode,
+                **({"stop_strings": list(stop_strings), "tokenizer": tokenizer} if stop_strings else {}),
+            )
         for row, i in zip(out[:, ids.shape[1]:].tolist(), chunk):
             end = next((j for j, t in enumerate(row) if t in ends), len(row))
             results[i] = row[:end]
@@ -187,10 +192,11 @@ def continuation_scores(model, contexts: list[list[int]], continuations: list[li
     for start in range(0, len(contexts), batch_size):
         ctx = contexts[start:start + batch_size]
         cont = continuations[start:start + batch_size]
-        if cache_factory is None:
-            scores.extend(_scores_one_forward(model, ctx, cont))
-        else:
-            scores.extend(_scores_streamed(model, ctx, cont, cache_factory()))
+        with batch_draws(start // batch_size):
+            if cache_factory is None:
+                scores.extend(_scores_one_forward(model, ctx, cont))
+            else:
+                scores.extend(_scores_streamed(model, ctx, cont, cache_factory()))
     return scores
 
 

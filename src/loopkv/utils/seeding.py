@@ -38,3 +38,18 @@ def fixed_draws(seed: int, device=None):
     with torch.random.fork_rng(devices=devices):
         torch.manual_seed(seed)
         yield
+
+
+@contextlib.contextmanager
+def batch_draws(index: int):
+    """The draws of batch `index` of a measurement (Huginn's initial states): seeded from the caller's
+    stream as it stands, which this does not advance, and the batch's index. Batch k of the teacher and
+    of a method (the same prompts in the same batches) then draw alike whatever earlier batches drew:
+    without it a batch's draws depended on how many tokens the batches before it decoded."""
+    import torch
+
+    state = torch.random.get_rng_state()
+    base = int.from_bytes(hashlib.sha256(state.numpy().tobytes()).digest()[:4], "little")
+    with torch.random.fork_rng(devices=[]):   # the states are drawn on the host (modeling_huginn.initial_state)
+        torch.manual_seed(derive_seed(base, "batch", str(index)))
+        yield
