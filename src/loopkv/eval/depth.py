@@ -32,8 +32,8 @@ def at_depth(model, steps: int):
 
 def quality_by_depth(model, tokenizer, corpus_dir, task_dirs: dict, cfg: dict, depths: list[int]) -> tuple[dict, dict]:
     """({str(depth): the task metrics of evaluate_quality at that depth}, {str(depth): its per-item
-    samples}). Each depth's evaluation starts from the measurement seed (Huginn's initial states); the
-    draws after its first batch follow from how many tokens the earlier batches decoded."""
+    samples}). Each depth's evaluation draws from the measurement seed (Huginn's initial states), batch by
+    batch (eval/generation.py), so every depth's batch k starts from the same states."""
     metrics, samples = {}, {}
     for steps in depths:
         with at_depth(model, steps), fixed_draws(MEASUREMENT_SEED, model_device(model)):

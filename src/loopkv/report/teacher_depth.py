@@ -97,7 +97,7 @@ def _counts(rows: list[dict], key: str) -> str:
 
 def note(rows: list[dict], family: str) -> str:
     what = ("recurrence steps, each depth's evaluation starting from the same seed (the initial states a "
-            "Huginn draws after the first batch follow from how many tokens earlier batches decoded)"
+            "Huginn draws are the same at every depth, batch by batch)"
             if family == "huginn_raven" else "the loop the model exits at (above its T: extrapolation)")
     return (f"Steps: {what}. Held-out CE from the teacher's one held-out measurement "
             f"({_counts(rows, 'n_heldout_tokens')} tokens), '-' at a depth it does not measure. Greedy decoding "
