@@ -137,7 +137,7 @@ def test_a_paired_interval_the_table_computed_is_used_as_it_is(tmp_path):
     reports = Reports({"table1": _table(tmp_path, "table1", rows)})
     paired = cell("table1", "arith_em_vs_teacher", "n_arith", bounded=True, method="lla", budget="4x")
     result = evaluate(_claim(quantity=paired, op=">=", bound=-0.02), reports, "tiny")
-    assert result.verdict == verdict.CONTRADICTED and "paired-bootstrap" in result.evidence and result.n == 200
+    assert result.verdict == verdict.CONTRADICTED and "paired" in result.evidence and result.n == 200
     assert evaluate(_claim(quantity=paired, op=">=", bound=-0.1), reports, "tiny").verdict == verdict.REPRODUCED
     assert evaluate(_claim(quantity=paired, op=">=", bound=-0.05), reports, "tiny").verdict == verdict.INCONCLUSIVE
     missing = cell("table1", "arith_em_vs_teacher", "n_arith", bounded=True, method="cla", budget="4x")
@@ -164,7 +164,7 @@ def test_real_benchmark_claims_read_table1s_paired_columns(tmp_path):
     claim = next(c for c in REGISTRY if c.id == "lla-t1-gsm8k-4x")
     result = evaluate(claim, reports, "paper")
     # the paired interval [-.01, .01] is above -.02; two independent Wilson intervals of 30 / 40 could not say so
-    assert result.verdict == verdict.REPRODUCED and result.n == 40 and "paired-bootstrap" in result.evidence
+    assert result.verdict == verdict.REPRODUCED and result.n == 40 and "paired" in result.evidence
     assert evaluate(claim, reports, "tiny").verdict == verdict.NOT_AT_SCALE
 
 
@@ -219,6 +219,6 @@ def test_table4_claims_read_the_paired_on_minus_off_columns(tmp_path):
     reports = Reports({"table4": _table(tmp_path, "table4", rows)})
     by_id = {c.id: evaluate(c, reports, "tiny") for c in CLAIMS if c.id.startswith("lla-t4")}
     assert by_id["lla-t4-on-policy-helps-4x"].verdict == verdict.REPRODUCED
-    assert "paired-bootstrap" in by_id["lla-t4-on-policy-helps-4x"].evidence
+    assert "paired" in by_id["lla-t4-on-policy-helps-4x"].evidence
     assert by_id["lla-t4-on-policy-answers-4x"].verdict == verdict.REPRODUCED
     assert by_id["lla-t4-on-policy-hurts-21x"].verdict == verdict.NOT_RUN

@@ -102,13 +102,10 @@ def test_benchmark_outcomes_check_the_model_and_read_results_merged_before_codec
 
 
 def test_on_minus_off_is_paired_over_the_same_items(tmp_path):
-    """200 items; on-policy answers 10 more correctly and never fewer: every per-item difference is >= 0,
-    so a paired interval cannot reach below 0, while Newcombe's (independent samples) spans 0. The
-    reference interval is scipy's percentile bootstrap of the per-item differences."""
-    import numpy as np
-    from scipy.stats import bootstrap
-
-    from loopkv.stats.intervals import newcombe_difference
+    """200 items; on-policy answers 10 more correctly and never fewer, and answers 10 it left blank:
+    paired over the items (joined by id, in any order) the differences are resolved, while Newcombe's
+    interval for the same accuracies as independent samples spans 0."""
+    from loopkv.stats.intervals import newcombe_difference, paired_proportion_difference
 
     off_correct = [i % 2 == 0 for i in range(200)]
     on_correct = [c or i in range(1, 21, 2) for i, c in enumerate(off_correct)]
@@ -117,16 +114,14 @@ def test_on_minus_off_is_paired_over_the_same_items(tmp_path):
     lengths = [3] * 200
     off, on = _samples(off_correct, answered_off, lengths), _samples(on_correct, answered_on, lengths)
     teacher = _samples([True] * 200, [True] * 200, lengths)
-    cell = {**_cell(4.0), "off_samples": off, "on_samples": list(reversed(on))}   # order must not matter
+    cell = {**_cell(4.0), "off_samples": off[::2] + off[1::2], "on_samples": list(reversed(on))}   # order must not matter
     row = exposure.table_rows([cell], teacher)[0]
     assert row["em_on_minus_off"] == pytest.approx(10 / 200)
     assert row["no_answer_on_minus_off"] == pytest.approx(-10 / 200)   # items 0, 5, ..., 45 now answered
-    assert 0 <= row["em_on_minus_off_lo"] < row["em_on_minus_off"] < row["em_on_minus_off_hi"]
-    assert row["no_answer_on_minus_off_hi"] <= 0
-    diffs = np.array(on_correct, float) - np.array(off_correct, float)
-    ref = bootstrap((diffs,), np.mean, confidence_level=0.95, n_resamples=10000, method="percentile",
-                    random_state=0).confidence_interval
-    assert (row["em_on_minus_off_lo"], row["em_on_minus_off_hi"]) == pytest.approx((ref.low, ref.high), abs=0.011)
+    # the table's interval is the paired one of the items in id order: 10 better in one direction
+    want = paired_proportion_difference(on_correct, off_correct)
+    assert (row["em_on_minus_off_lo"], row["em_on_minus_off_hi"]) == pytest.approx((want.lo, want.hi))
+    assert 0 < row["em_on_minus_off_lo"] and row["no_answer_on_minus_off_hi"] < 0
     independent = newcombe_difference(110, 200, 100, 200)
     assert independent.lo < 0 < independent.hi   # the same numbers, unpaired: inconclusive
     tables.write_all([row], exposure.SPEC, exposure.table_note([row]), "t", tmp_path / "t.pdf", tmp_path / "t.csv",
@@ -134,3 +129,21 @@ def test_on_minus_off_is_paired_over_the_same_items(tmp_path):
     read = list(csv.DictReader(open(tmp_path / "t.csv")))[0]
     assert float(read["em_on_minus_off_lo"]) == pytest.approx(row["em_on_minus_off_lo"])
     assert "paired" in exposure.table_note([row])
+
+
+def test_on_and_off_alike_on_every_item_leave_on_policy_helps_inconclusive(tmp_path):
+    """No item answered differently: the difference is 0 with an interval around it, so 'on-policy
+    raises accuracy' is neither reproduced nor contradicted (a bootstrap would give [0, 0], reproduced)."""
+    from loopkv.claims import verdict
+    from loopkv.claims.claim import evaluate
+    from loopkv.claims.evidence import Reports
+    from loopkv.claims.registry import CLAIMS
+
+    same = _samples([i % 3 == 0 for i in range(200)], [True] * 200, [3] * 200)
+    cell = {**_cell(4.0), "off_samples": same, "on_samples": same}
+    rows = exposure.table_rows([cell], _samples([True] * 200, [True] * 200, [3] * 200))
+    tables.write_all(rows, exposure.SPEC, exposure.table_note(rows), "t", tmp_path / "t.pdf", tmp_path / "t.csv",
+                     tmp_path / "t.tex")
+    reports = Reports({"table4": tmp_path / "t.csv"})
+    helps = next(c for c in CLAIMS if c.id == "lla-t4-on-policy-helps-4x")
+    assert evaluate(helps, reports, "tiny").verdict == verdict.INCONCLUSIVE

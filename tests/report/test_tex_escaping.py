@@ -49,3 +49,14 @@ def test_the_footnote_and_headers_come_back_for_the_html_page(tmp_path):
     assert meta["columns"] == dict(SPEC.columns) and meta["group"] == "budget"
     assert note == "note: 95% of n & more second line"
     assert all(re.fullmatch(r"%.*", line) for line in path.read_text().splitlines()[-1:])   # still a comment
+
+
+def test_a_dollar_in_a_path_is_printed_not_parsed_as_math(tmp_path):
+    """Notes and cells carry config and result text (a checkpoint path, a task id): matplotlib would
+    parse "$...$" as math, and "$HOME/x_$" fails to parse, so the table could not be drawn."""
+    from loopkv.report import tables
+
+    spec = tables.TableSpec(columns=[("method", "method"), ("where", "where")])
+    rows = [{"method": "full", "where": "ckpt/$HOME/x_$y"}]
+    tables.write_pdf(rows, spec, "Teacher: the checkpoint /data/$HOME/x_$y", "t $x_$", tmp_path / "t.pdf")
+    assert (tmp_path / "t.pdf").read_bytes().startswith(b"%PDF")

@@ -14,7 +14,7 @@ CLAIMS = JobSpec(
     outputs=(Arg("csv", "claims.csv"), Arg("md", "claims.md"), Arg("pdf", "claims.pdf")))
 
 HOW = ("Verdict: 'reproduced' when this run's 95% interval (Wilson for an accuracy; for a difference, the table's "
-       "paired bootstrap over the same items where it computes one, else Newcombe's interval for two independent "
+       "paired interval over the same items where it computes one, else Newcombe's interval for two independent "
        "samples, wider than a paired one when the items are shared; a byte count, KL or timing is a point value) "
        "meets the claim's bound entirely, 'contradicted' when it "
        "misses it entirely, 'inconclusive' when it spans it; 'not run' when the configuration does not build the "

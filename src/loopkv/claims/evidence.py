@@ -74,7 +74,7 @@ def _number(text: str, where: str) -> float | None:
 class Cell:
     """One table cell: the row whose columns equal `row` (and that was run), column `column`; with
     `n` the column holding its item count (an accuracy: Wilson interval), or with `bounded` the
-    interval the table computed itself (<column>_lo / _hi: a paired bootstrap against the teacher)."""
+    interval the table computed itself (<column>_lo / _hi: paired over the same items)."""
     table: str
     row: tuple[tuple[str, str], ...]
     column: str
@@ -103,7 +103,7 @@ class Cell:
                       for end in ("lo", "hi"))
             if lo is None or hi is None:
                 return Missing(f"{self.table} row {dict(self.row)} has no interval for {self.column}")
-            return Measured(Estimate(value, lo, hi, n, "paired-bootstrap"), where, True)
+            return Measured(Estimate(value, lo, hi, n, "paired"), where, True)
         return Measured(wilson(round(value * n), n), where, True)
 
 

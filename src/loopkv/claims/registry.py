@@ -33,7 +33,7 @@ def _t1(method: str, budget: str, column: str, n: str | None = None):
 
 
 def _vs_teacher(method: str, budget: str):
-    """Table 1's EM minus the teacher's on the same items, with its paired-bootstrap interval."""
+    """Table 1's EM minus the teacher's on the same items, with its paired interval."""
     return cell("table1", "arith_em_vs_teacher", "n_arith", bounded=True, method=method, budget=budget)
 
 

@@ -39,7 +39,6 @@ def table_spec(source: str) -> tables.TableSpec:
 
 
 DIFFERENCES = ("em_on_minus_off", "no_answer_on_minus_off")   # paired over the same items
-RESAMPLES = 10000
 
 
 SPEC = table_spec(ARITHMETIC)   # the embedded default's
@@ -98,18 +97,17 @@ def exposure_curve(outcomes: list[dict], bin_tokens: int) -> list[dict]:
     return [{"lo": lo, "hi": lo + bin_tokens, **rates(group)} for lo, group in sorted(bins.items())]
 
 
-def on_minus_off(on: list[dict], off: list[dict], seed: int) -> dict:
-    """On- minus off-policy accuracy and no-answer rate, each with a paired percentile bootstrap over the
-    items (joined by id): both codecs answer the same items, so item difficulty is shared and the
-    interval is far narrower than two independent ones (Newcombe's)."""
-    from loopkv.stats.intervals import paired_difference
+def on_minus_off(on: list[dict], off: list[dict]) -> dict:
+    """On- minus off-policy accuracy and no-answer rate, each with a paired interval over the items
+    (joined by id; Tango's score interval from the discordant items): both codecs answer the same items,
+    so item difficulty is shared and the interval is far narrower than two independent ones (Newcombe's)."""
+    from loopkv.stats.intervals import paired_proportion_difference
 
     by_id = {o["id"]: o for o in off}
     pairs = [(o, by_id[o["id"]]) for o in sorted(on, key=lambda o: o["id"])]
     fields = {}
     for metric, key in (("em_on_minus_off", "correct"), ("no_answer_on_minus_off", "no_answer")):
-        d = paired_difference([float(a[key]) for a, _ in pairs], [float(b[key]) for _, b in pairs],
-                              tables.LEVEL, RESAMPLES, seed)
+        d = paired_proportion_difference([a[key] for a, _ in pairs], [b[key] for _, b in pairs], tables.LEVEL)
         fields.update({metric: d.value, f"{metric}_lo": d.lo, f"{metric}_hi": d.hi})
     return fields
 
@@ -121,7 +119,7 @@ def table_rows(cells: list[dict], teacher: list[dict], source: str = ARITHMETIC)
     if len(set(ids)) != len(ids):
         raise LoopKVError(f"Table 4: the teacher's {source} items repeat an id")
     rows = []
-    for i, c in enumerate(cells):
+    for c in cells:
         for side in ("off", "on"):
             if sorted(o["id"] for o in c[f"{side}_samples"]) != ids:
                 raise LoopKVError(f"Table 4 at {c['off']['budget']}: the {side}-policy {source} items are not the teacher's")
@@ -129,7 +127,7 @@ def table_rows(cells: list[dict], teacher: list[dict], source: str = ARITHMETIC)
         paper = TABLE4.get(round(c["off"]["setting"]["ratio"], 2), {})
         rows.append({"method": c["off"]["method"], "budget": c["off"]["budget"], "ratio": c["off"]["setting"]["ratio"],
                      "em_off": off["em"], "em_on": on["em"], "no_answer_off": off["no_answer"],
-                     "no_answer_on": on["no_answer"], **on_minus_off(c["on_samples"], c["off_samples"], seed=i),
+                     "no_answer_on": on["no_answer"], **on_minus_off(c["on_samples"], c["off_samples"]),
                      "kl_off": c["off"]["fidelity"]["kl"],
                      "kl_on": c["on"]["fidelity"]["kl"], "source": source, "n_items": off["n"], "teacher_em": t["em"],
                      "teacher_no_answer": t["no_answer"], "on_policy_steps": c["on_curve"]["curve"]["train"][-1]["step"],
@@ -155,7 +153,7 @@ def source_note(source: str, n: int, shots: int | None = None) -> str:
 def table_note(rows: list[dict], shots: int | None = None) -> str:
     return (f"{source_note(rows[0]['source'], rows[0]['n_items'], shots)} Teacher: accuracy {rows[0]['teacher_em']:.3f}, no answer "
             f"{rows[0]['teacher_no_answer']:.3f}. 'on - off': on- minus off-policy on the same items, 95% paired "
-            f"bootstrap over the items. On-policy = the off-policy codec continued for "
+            f"interval (Tango's score interval from the items answered differently). On-policy = the off-policy codec continued for "
             f"{rows[0]['on_policy_steps']} steps on the student's own samples (Eq. 6-7). KL streamed = "
             f"decode KL to the teacher on test windows. Budget '{tables.NOT_RUN}': a paper row this configuration "
             f"does not run. Paper: {TABLE4_SOURCE}.")

@@ -59,14 +59,14 @@ def table_spec(rows: list[dict], paper_model: str = "Ouro-1.4B") -> tables.Table
 
 SPEC = table_spec([])   # the table without benchmark columns (the embedded default's)
 
-RESAMPLES = 10000   # paired bootstrap of a method's EM minus the teacher's, over the same arithmetic items
+RESAMPLES = 10000   # stratified paired bootstrap of MC-avg's difference to the teacher, per task
 
 
-def versus_teacher(samples: dict, teacher: dict, seed: int):
+def versus_teacher(samples: dict, teacher: dict):
     """A cell's arithmetic exact match minus the teacher's on the same items (joined by id), with a
-    paired percentile bootstrap: item difficulty is shared, so the interval is far narrower than two
-    independent ones."""
-    from loopkv.stats.intervals import paired_difference
+    paired interval (Tango's, from the items the two answer differently): item difficulty is shared, so
+    the interval is far narrower than two independent ones."""
+    from loopkv.stats.intervals import paired_proportion_difference
 
     mine = {s["id"]: float(s["correct"]) for s in samples["samples"]["arithmetic"]}
     ref = {s["id"]: float(s["correct"]) for s in teacher["samples"]["arithmetic"]}
@@ -74,7 +74,7 @@ def versus_teacher(samples: dict, teacher: dict, seed: int):
         raise LoopKVError(f"arithmetic samples: {len(set(mine) ^ set(ref))} items differ from the teacher's "
                           f"(not the same test set)")
     ids = sorted(ref)
-    return paired_difference([mine[i] for i in ids], [ref[i] for i in ids], tables.LEVEL, RESAMPLES, seed)
+    return paired_proportion_difference([mine[i] for i in ids], [ref[i] for i in ids], tables.LEVEL)
 
 
 def _per_doc(result: dict) -> dict[int, float]:
@@ -83,13 +83,14 @@ def _per_doc(result: dict) -> dict[int, float]:
     return {int(r["doc_id"]): float(r[metric]) for r in result["samples"]}
 
 
-def _paired_differences(mine: dict, teacher: dict) -> list[float]:
-    """Per document, a method's headline minus the teacher's on the same document."""
+def _paired_outcomes(mine: dict, teacher: dict) -> tuple[list[float], list[float]]:
+    """A method's and the teacher's headline per document, over the same documents in one order."""
     a, b = _per_doc(mine), _per_doc(teacher)
     if set(a) != set(b):
         raise LoopKVError(f"{mine['task']} of {mine['method']} {mine['budget']}: {len(set(a) ^ set(b))} documents "
                           f"differ from the teacher's (not the same selection)")
-    return [a[i] - b[i] for i in sorted(b)]
+    ids = sorted(b)
+    return [a[i] for i in ids], [b[i] for i in ids]
 
 
 def benchmark_fields(results: dict[str, dict], teacher: dict[str, dict], chosen: dict, seed: int,
@@ -97,8 +98,9 @@ def benchmark_fields(results: dict[str, dict], teacher: dict[str, dict], chosen:
     """A cell's real-benchmark columns from its merged lm-eval results (task name -> result) and the
     teacher's; chosen: methods.table1_benchmarks. Each column is the mean of its tasks' accuracies
     (one task for GSM8K and MMLU: Wilson intervals), and minus the teacher's on the same documents,
-    resampled per task and paired (a stratified paired bootstrap)."""
-    from loopkv.stats.intervals import mean_of_group_means
+    paired: Tango's interval for one task's right/wrong documents (GSM8K, MMLU), a stratified paired
+    bootstrap (resampled per task) for MC-avg's mean over tasks."""
+    from loopkv.stats.intervals import mean_of_group_means, paired_proportion_difference
 
     fields = {}
     for column in ("gsm8k", "mc_avg", "mmlu"):
@@ -114,8 +116,12 @@ def benchmark_fields(results: dict[str, dict], teacher: dict[str, dict], chosen:
             if column == "gsm8k":
                 fields["shots_gsm8k"] = r.get("shots", 0)
         if not is_teacher:
-            d = mean_of_group_means([_paired_differences(results[t], teacher[t]) for t in tasks], tables.LEVEL,
-                                    RESAMPLES, seed)
+            pairs = [_paired_outcomes(results[t], teacher[t]) for t in tasks]
+            if column == "mc_avg":
+                d = mean_of_group_means([[x - y for x, y in zip(*pair)] for pair in pairs], tables.LEVEL,
+                                        RESAMPLES, seed)
+            else:
+                d = paired_proportion_difference(*pairs[0], tables.LEVEL)
             fields.update({f"{column}_vs_teacher": d.value, f"{column}_vs_teacher_lo": d.lo,
                            f"{column}_vs_teacher_hi": d.hi})
     return fields
@@ -178,7 +184,7 @@ def build_rows(cells: list[dict], curves: dict[tuple[str, str], dict], passkey_t
             "read_path_bytes_per_token": m.get("read_path_bytes_per_token", m["bytes_per_token"]),
         })
         if samples and i > 0:
-            d = versus_teacher(samples[i], samples[0], seed=i)
+            d = versus_teacher(samples[i], samples[0])
             rows[-1].update(arith_em_vs_teacher=d.value, arith_em_vs_teacher_lo=d.lo, arith_em_vs_teacher_hi=d.hi)
     run = {tables.ratio_key(r["method"], r["ratio"], grid) for r in rows}
     return rows + tables.not_run_rows(grid, run, lambda key, paper: {
@@ -202,7 +208,7 @@ def _benchmark_note(rows: list[dict]) -> str:
         return ("GSM8K / MC-avg / MMLU not run here (methods.table1_benchmarks): the arithmetic chains and cloze MC "
                 "stand in for GSM8K and MC-avg; MMLU has no stand-in. ")
     return ("Through lm-eval (model 'loopkv', each method's own cache), every cell on the same documents: "
-            + "; ".join(parts) + "; '- teacher': paired over the same documents, resampled per task. The arithmetic "
+            + "; ".join(parts) + "; '- teacher': paired over the same documents (MC-avg resampled per task). The arithmetic "
             "and cloze columns are the synthetic stand-ins, measured beside. ")
 
 
@@ -225,8 +231,8 @@ def footnote(rows: list[dict], paper_model: str = "Ouro-1.4B") -> str:
             f"{first['compute_dtype']}); B/token is each method's capacity path (LLA: latents only); "
             f"LLA / LLA-2D quality measured on the {'/'.join(paths) or 'latent'} read path (same decoded values). "
             f"{tables.n_summary(rows)}. " + _benchmark_note(rows) +
-            "Intervals: 95%, Wilson for accuracies, a paired bootstrap over the same items for the differences to "
-            "the teacher. " + paper +
+            "Intervals: 95%, Wilson for accuracies; for the differences to the teacher, paired over the same items: "
+            "Tango's score interval (from the items the two answer differently), MC-avg's a stratified bootstrap. " + paper +
             f"Budget '{tables.NOT_RUN}': a paper row this configuration does not run.")
 
 

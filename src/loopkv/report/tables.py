@@ -96,7 +96,8 @@ def cell_text(row: dict, key: str, spec: TableSpec) -> str:
     """A cell's text: the value, and under a proportion its interval."""
     text = fmt(key, row.get(key))
     if (key in spec.proportions or key in spec.own_intervals) and row.get(f"{key}_lo") is not None:
-        text += f"\n[{row[key + '_lo']:.2f}, {row[key + '_hi']:.2f}]"
+        digits = 3 if key in spec.own_intervals else 2   # a difference near 0 needs its third decimal
+        text += f"\n[{row[key + '_lo']:.{digits}f}, {row[key + '_hi']:.{digits}f}]"
     return text
 
 
@@ -186,13 +187,15 @@ def write_pdf(rows: list[dict], spec: TableSpec, note: str, title: str, path) ->
     table.set_fontsize(8)
     table.scale(1, 1.5 * tall)
     for (r, c), cell in table.get_celld().items():
+        cell.get_text().set_parse_math(False)   # text from configs and result files: a "$" is a dollar sign
         if r == 0:
             cell.set_height(cell.get_height() * 1.6)
             cell.set_facecolor("#e8e8e8")
         elif spec.keys[c].startswith("paper"):
             cell.set_facecolor("#f4f4ff")
-    ax.set_title(title, fontsize=10)
-    fig.text(0.01, 0.01, note, fontsize=7, wrap=True)
+    ax.set_title(title, fontsize=10, parse_math=False)
+    # escaped, not parse_math=False: matplotlib's wrapping measures the text as math regardless
+    fig.text(0.01, 0.01, note.replace("$", r"\$"), fontsize=7, wrap=True)
     fig.savefig(path, metadata={"CreationDate": None})  # byte-identical reruns
     plt.close(fig)
 

@@ -3,6 +3,7 @@
 - proportions (per-item right/wrong): Wilson score interval, `wilson` / `proportion`;
 - means over items (scores, pass@k): percentile bootstrap over items, `bootstrap_mean` / `pass_at_k_interval`;
 - a method against the teacher on the same items: paired percentile bootstrap, `paired_difference`;
+  for right/wrong items, Tango's score interval from the discordant pairs, `paired_proportion_difference`;
 - a mean of several tasks' accuracies (MC-avg): stratified bootstrap, `mean_of_group_means`.
 
 Numpy only (plus the standard library): scipy is the tests' independent reference, not a dependency.
@@ -150,6 +151,49 @@ def paired_difference(
     d = x - y  # mean(a[idx]) - mean(b[idx]) == mean(d[idx]) for every resample idx
     lo, hi = _percentile_bootstrap(d, level, resamples, seed)
     return Estimate(float(x.mean() - y.mean()), lo, hi, x.size, "paired-bootstrap")
+
+
+def paired_proportion_difference(a: Sequence[bool | int], b: Sequence[bool | int], level: float = 0.95) -> Estimate:
+    """p_a - p_b of right/wrong outcomes on the same items: Tango's asymptotic score interval (Tango
+    1998; recommended for paired proportions by Fagerland, Lydersen & Laake 2014).
+
+    Only the discordant items carry information: b = right in a only, c = right in b only, N items.
+    The limits are the differences D whose score statistic (b - c - N D) / sqrt(N (2 q(D) + D (1 - D)))
+    equals -/+ z, q(D) the constrained maximum-likelihood P(right in b only) under that D. Unlike a
+    percentile bootstrap of the per-item differences, a handful of discordant items in one direction
+    does not give an interval that excludes 0 (1 of 200 items better: the bootstrap's lower end is 0
+    exactly), and no discordant items at all gives an interval of width ~z^2/N around 0, not [0, 0].
+    """
+    x, y = _as_items(a, "a"), _as_items(b, "b")
+    if x.size != y.size:
+        raise ValueError(f"a paired difference needs the same items: a has {x.size}, b has {y.size}")
+    if not (np.isin(x, (0.0, 1.0)).all() and np.isin(y, (0.0, 1.0)).all()):
+        raise ValueError("a paired proportion needs right/wrong (0/1) outcomes")
+    n, z = x.size, _z(level)
+    only_a, only_b = int(((x == 1) & (y == 0)).sum()), int(((x == 0) & (y == 1)).sum())
+    d_hat = (only_a - only_b) / n
+
+    def score(d: float) -> float:
+        numerator = only_a - only_b - n * d
+        if numerator == 0:
+            return 0.0
+        w = -only_a - only_b + (2 * n - only_a + only_b) * d
+        q = (math.sqrt(max(w * w + 8 * n * only_b * d * (1 - d), 0.0)) - w) / (4 * n)
+        variance = n * (2 * q + d * (1 - d))
+        return math.copysign(math.inf, numerator) if variance <= 0 else numerator / math.sqrt(variance)
+
+    def limit(target: float, lo: float, hi: float) -> float:
+        """The d in [lo, hi] where the (decreasing) score crosses `target`; an end if it never does."""
+        if score(lo) <= target:
+            return lo
+        if score(hi) >= target:
+            return hi
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if score(mid) > target else (lo, mid)
+        return (lo + hi) / 2
+
+    return Estimate(d_hat, limit(z, -1.0, d_hat), limit(-z, d_hat, 1.0), n, "tango-paired")
 
 
 def mean_of_group_means(
