@@ -44,8 +44,11 @@ def fixed_draws(seed: int, device=None):
 def batch_draws(index: int):
     """The draws of batch `index` of a measurement (Huginn's initial states): seeded from the caller's
     stream as it stands, which this does not advance, and the batch's index. Batch k of the teacher and
-    of a method (the same prompts in the same batches) then draw alike whatever earlier batches drew:
-    without it a batch's draws depended on how many tokens the batches before it decoded."""
+    of a method (the same prompts in the same batches, computed the same way: both prefilled and decoded
+    through a cache) then draw alike whatever earlier batches drew: without it a batch's draws depended
+    on how many tokens the batches before it decoded. The seed hashes the generator's serialised state,
+    so it is fixed for a torch version, not across versions; tasks run back to back under one
+    fixed_draws reuse the same per-batch seeds (harmless: different prompts)."""
     import torch
 
     state = torch.random.get_rng_state()
