@@ -125,3 +125,16 @@ def test_a_tex_written_before_the_headers_were_recorded_still_gives_a_page(tmp_p
     page = parsed(html_table.table_page(write(tmp_path, CSV, "t.csv"), write(tmp_path, old, "t.tex")))
     assert page.rows[0] == ["method", "budget", "acc", "note", "paper_score", "n"]
     assert page.rows[1][0] == "kv_quant" and page.rows[1][2] == "0.500 [0.19, 0.81]"
+
+
+def test_the_page_prints_a_differences_interval_with_the_pdfs_decimals(tmp_path):
+    """A difference near 0 gets a third decimal in the PDF / TeX cell; the HTML page prints the same."""
+    spec = tables.TableSpec(columns=[("method", "method"), ("em_vs_teacher", "EM - teacher"), ("acc", "acc")],
+                            own_intervals=("em_vs_teacher", "acc"))
+    row = {"method": "lla", "em_vs_teacher": -0.004, "em_vs_teacher_lo": -0.0123, "em_vs_teacher_hi": 0.0049,
+           "acc": 0.5, "acc_lo": 0.4123, "acc_hi": 0.5877}
+    assert tables.cell_text(row, "em_vs_teacher", spec) == "-0.004\n[-0.012, 0.005]"
+    assert tables.cell_text(row, "acc", spec) == "0.500\n[0.41, 0.59]"
+    tables.write_csv([row], spec, tmp_path / "t.csv")
+    page = parsed(html_table.table_page(tmp_path / "t.csv", title="t"))
+    assert page.rows[1] == ["lla", "-0.004 [-0.012, 0.005]", "0.500 [0.41, 0.59]"]

@@ -198,6 +198,14 @@ def test_a_cell_without_its_benchmark_result_is_refused():
              if r["method"] == "lla" and r["task"] == "loopkv_gsm8k" else r for r in BENCH]
     with pytest.raises(LoopKVError, match="documents differ from the teacher's"):
         build_rows(CELLS, CURVES, 126, benchmarks=other, chosen=CHOSEN)
+    # a sampled run, or a GSM8K / MMLU score that is not right/wrong, has no paired proportion: refused by name
+    sampled = [dict(r, samples_per_doc=4) if r["method"] == "lla" and r["task"] == "loopkv_gsm8k" else r for r in BENCH]
+    with pytest.raises(LoopKVError, match="gsm8k for lla 4x: a sampled run"):
+        build_rows(CELLS, CURVES, 126, benchmarks=sampled, chosen=CHOSEN)
+    graded = [dict(r, samples=[dict(s, acc=0.5) for s in r["samples"]])
+              if r["method"] == "lla" and r["task"] == "loopkv_mmlu" else r for r in BENCH]
+    with pytest.raises(LoopKVError, match="mmlu for lla 4x: 'acc' must be right"):
+        build_rows(CELLS, CURVES, 126, benchmarks=graded, chosen=CHOSEN)
     broken = [dict(r, samples=r["samples"][:-1]) if r["task"] == "loopkv_mmlu" else r for r in BENCH]
     with pytest.raises(LoopKVError, match="its samples must be 20 documents"):
         build_rows(CELLS, CURVES, 126, benchmarks=broken, chosen=CHOSEN)

@@ -231,6 +231,9 @@ def test_tango_on_the_published_example():
     e = paired_proportion_difference(*_pairs(1, 1, 7, 12))
     assert e.value == pytest.approx(-6 / 21) and e.n == 21 and e.method == "tango-paired"
     assert (e.lo, e.hi) == pytest.approx((-0.517, -0.026), abs=5e-4)
+    # the same authors' second example (Cavo et al. 2012: 59, 6, 16, 80): -0.0621, -0.1240 to -0.0054
+    e = paired_proportion_difference(*_pairs(59, 6, 16, 80))
+    assert (e.value, e.lo, e.hi) == pytest.approx((-0.0621, -0.1240, -0.0054), abs=5e-5)
 
 
 @pytest.mark.parametrize("table", [(1, 1, 7, 12), (25, 0, 5, 10), (50, 20, 10, 120), (3, 9, 0, 28)])

@@ -60,7 +60,7 @@ def cell_text(row: dict, key: str, methods: dict[str, str]) -> str:
     text = methods.get(value, value) if key == "method" and value is not None else tables.fmt(key, value)
     lo, hi = row.get(f"{key}_lo", ""), row.get(f"{key}_hi", "")
     if lo != "" and hi != "":
-        text += f" [{float(lo):.2f}, {float(hi):.2f}]"
+        text += " " + tables.interval_text(key, float(lo), float(hi))
     return str(text)
 
 

@@ -139,6 +139,12 @@ def index_benchmarks(results: list[dict], cells: list[dict], chosen: dict) -> li
         if bad or len(r["samples"]) != r["n"]:
             raise LoopKVError(f"lm-eval result of {key[2]} for {key[0]} {key[1]}: its samples must be {r['n']} "
                               f"documents, each with an integer doc_id and a number {r['headline']!r}")
+        if r.get("samples_per_doc", 1) != 1:
+            raise LoopKVError(f"lm-eval result of {key[2]} for {key[0]} {key[1]}: a sampled run "
+                              f"({r['samples_per_doc']} samples a document); Table 1 reads greedy runs")
+        if key[2] in (chosen["gsm8k"], chosen["mmlu"]) and any(row[r["headline"]] not in (0, 1) for row in r["samples"]):
+            raise LoopKVError(f"lm-eval result of {key[2]} for {key[0]} {key[1]}: {r['headline']!r} must be right (1) "
+                              f"or wrong (0) per document (its paired interval is of proportions)")
         if key in found:
             raise LoopKVError(f"two lm-eval results of {key[2]} for {key[0]} {key[1]}")
         found[key] = r

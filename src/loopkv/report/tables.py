@@ -40,7 +40,7 @@ class TableSpec:
     group_key: str | None = None                  # a rule between rows whose value here changes
     width: float = 19.0                           # PDF page width, inches
     proportions: dict[str, str] = field(default_factory=dict)   # column -> the field holding its n
-    own_intervals: tuple[str, ...] = ()   # columns whose rows carry their own <col>_lo / _hi (bootstraps)
+    own_intervals: tuple[str, ...] = ()   # columns whose rows carry their own <col>_lo / _hi (paired, bootstraps)
 
     @property
     def keys(self) -> list[str]:
@@ -96,9 +96,19 @@ def cell_text(row: dict, key: str, spec: TableSpec) -> str:
     """A cell's text: the value, and under a proportion its interval."""
     text = fmt(key, row.get(key))
     if (key in spec.proportions or key in spec.own_intervals) and row.get(f"{key}_lo") is not None:
-        digits = 3 if key in spec.own_intervals else 2   # a difference near 0 needs its third decimal
-        text += f"\n[{row[key + '_lo']:.{digits}f}, {row[key + '_hi']:.{digits}f}]"
+        text += "\n" + interval_text(key, row[key + "_lo"], row[key + "_hi"])
     return text
+
+
+def is_difference(key: str) -> bool:
+    """A column of differences (a method minus the teacher, on- minus off-policy)."""
+    return key.endswith("_vs_teacher") or "_minus_" in key
+
+
+def interval_text(key: str, lo: float, hi: float) -> str:
+    """A cell's interval as the PDF, TeX and HTML print it: a difference near 0 needs a third decimal."""
+    digits = 3 if is_difference(key) else 2
+    return f"[{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
 def fmt(key: str, value) -> str:

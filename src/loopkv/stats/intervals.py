@@ -2,8 +2,9 @@
 
 - proportions (per-item right/wrong): Wilson score interval, `wilson` / `proportion`;
 - means over items (scores, pass@k): percentile bootstrap over items, `bootstrap_mean` / `pass_at_k_interval`;
-- a method against the teacher on the same items: paired percentile bootstrap, `paired_difference`;
-  for right/wrong items, Tango's score interval from the discordant pairs, `paired_proportion_difference`;
+- a method against the teacher on the same items: for right/wrong items, Tango's score interval from
+  the discordant pairs, `paired_proportion_difference`; for other per-item scores, a paired percentile
+  bootstrap, `paired_difference`;
 - a mean of several tasks' accuracies (MC-avg): stratified bootstrap, `mean_of_group_means`.
 
 Numpy only (plus the standard library): scipy is the tests' independent reference, not a dependency.
@@ -31,7 +32,7 @@ class Estimate:
     lo: float
     hi: float
     n: int
-    method: str  # "wilson", "bootstrap", "paired-bootstrap"
+    method: str  # how: "wilson", "bootstrap", "paired-bootstrap", "tango-paired", "newcombe", ...
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -160,9 +161,10 @@ def paired_proportion_difference(a: Sequence[bool | int], b: Sequence[bool | int
     Only the discordant items carry information: b = right in a only, c = right in b only, N items.
     The limits are the differences D whose score statistic (b - c - N D) / sqrt(N (2 q(D) + D (1 - D)))
     equals -/+ z, q(D) the constrained maximum-likelihood P(right in b only) under that D. Unlike a
-    percentile bootstrap of the per-item differences, a handful of discordant items in one direction
-    does not give an interval that excludes 0 (1 of 200 items better: the bootstrap's lower end is 0
-    exactly), and no discordant items at all gives an interval of width ~z^2/N around 0, not [0, 0].
+    percentile bootstrap of the per-item differences, one to three discordant items in one direction
+    do not give an interval that excludes 0 (1 of 200 items better: the bootstrap's lower end is 0
+    exactly; at D = 0 the statistic is McNemar's, so 4 of 200 do), and no discordant items at all give
+    an interval of half-width z^2/(N + z^2) around 0, not [0, 0].
     """
     x, y = _as_items(a, "a"), _as_items(b, "b")
     if x.size != y.size:
@@ -262,7 +264,7 @@ def pass_at_k_interval(
 def newcombe_difference(successes_a: int, n_a: int, successes_b: int, n_b: int, level: float = 0.95) -> Estimate:
     """p_a - p_b of two independent proportions: Newcombe's hybrid score interval (his method 10),
     built from each side's Wilson bounds. For rows of a table, where only each cell's accuracy and
-    n are at hand; the same items on both sides call for `paired_difference` over the items."""
+    n are at hand; the same items on both sides call for `paired_proportion_difference` over the items."""
     a, b = wilson(successes_a, n_a, level), wilson(successes_b, n_b, level)
     d = a.value - b.value
     lo = d - math.sqrt((a.value - a.lo) ** 2 + (b.hi - b.value) ** 2)
