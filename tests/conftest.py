@@ -47,6 +47,14 @@ def huginn_reference_model():
     return AutoModelForCausalLM.from_pretrained(HUGINN_REFERENCE).eval()
 
 
+@pytest.fixture(scope="session")
+def bigbench_sdist(tmp_path_factory) -> Path:
+    """A stand-in for BIG-bench's sdist in its own layout (tests/bigbench_sdist.py): PyPI no longer serves it."""
+    from bigbench_sdist import write_sdist
+
+    return write_sdist(tmp_path_factory.mktemp("bigbench") / "bigbench-1.0.0.tar.gz")
+
+
 # -- data: the real Shakespeare corpus split once, a tiny tokenizer on a slice of it --------
 CORPUS_CFG = {"sources": ["shakespeare"], "text_files": [], "block_lines": 40,
               "val_fraction": 0.05, "test_fraction": 0.05}

@@ -94,9 +94,13 @@ def test_ouro_config_needs_the_checkpoint(tmp_path):
         load_config(OURO, base_dir=tmp_path)
 
 
-def test_ouro_config_passes_once_checkpoint_is_there(tmp_path):
+def test_ouro_config_passes_once_checkpoint_and_bigbench_sdist_are_there(tmp_path, bigbench_sdist):
     (tmp_path / "checkpoints" / "Ouro-1.4B").mkdir(parents=True)
     (tmp_path / "checkpoints" / "Ouro-1.4B" / "config.json").write_text("{}")
+    with pytest.raises(LoopKVError, match=r"'data\.bigbench_sdist': BIG-bench sdist .* does not exist: .*downloads/bigbench"):
+        load_config(OURO, base_dir=tmp_path)
+    (tmp_path / "downloads").mkdir()
+    (tmp_path / "downloads" / "bigbench-1.0.0.tar.gz").write_bytes(bigbench_sdist.read_bytes())
     load_config(OURO, base_dir=tmp_path)
 
 

@@ -67,9 +67,10 @@ MALFORMED = _cases()
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory) -> Path:
+def workdir(tmp_path_factory, bigbench_sdist) -> Path:
     """The workflow as a user's clone has it, the repository's config files at their paths, the cases,
-    and a checkpoint directory for the paper configs (planning reads only its config.json)."""
+    a checkpoint directory for the paper configs (planning reads only its config.json) and the
+    stand-in BIG-bench sdist where the Ouro paper config names it."""
     dest = tmp_path_factory.mktemp("configs")
     for name in ("Snakefile", "workflow", "config", "benchmarks/measured"):
         src = ROOT / name
@@ -82,6 +83,8 @@ def workdir(tmp_path_factory) -> Path:
     for name in ("Ouro-1.4B", "Ouro-2.6B"):
         (dest / f"checkpoints/{name}").mkdir(parents=True)
         (dest / f"checkpoints/{name}/config.json").write_text("{}")
+    (dest / "downloads").mkdir()
+    shutil.copy(bigbench_sdist, dest / "downloads/bigbench-1.0.0.tar.gz")
     # Huginn's: the released checkpoint's fields (our HuginnConfig's defaults), which the paper config's
     # shape keys are checked against under Huginn's names
     from loopkv.models.configuration_huginn import HuginnConfig

@@ -1076,7 +1076,32 @@ def _path_problems(c: dict, base: Path) -> list[Problem]:
     for i, name in enumerate(c["serve"]["kernel"]["measured"]):
         want(f"serve.kernel.measured[{i}]", base / name, "file", "kernel result")
     problems += _local_benchmark_problems(c, base)
+    problems += _bigbench_problems(c, base, want)
     return problems
+
+
+def _bigbench_problems(c: dict, base: Path, want) -> list[Problem]:
+    """BBH's two tasks read PyPI bigbench 1.0.0's sdist: when a task of lm_eval.tasks reads it, the file
+    data.bigbench_sdist names, or (null) the environment's copy, must be there (an overlay that drops
+    BBH's tasks needs no copy)."""
+    from loopkv.data.benchmarks import BENCHMARKS
+    from loopkv.data.bigbench import CONFIG_KEY, SDIST, sdist_path
+
+    readers = [(i, t["name"]) for i, t in enumerate(c["lm_eval"]["tasks"])
+               if t["name"] in BENCHMARKS and BENCHMARKS[t["name"]].source_key == CONFIG_KEY]
+    if not readers:
+        return []
+    i, name = readers[0]
+    named = c["data"]["bigbench_sdist"]
+    if named is not None:
+        want(CONFIG_KEY, base / named, "file", f"BIG-bench sdist ({SDIST}, read by lm_eval.tasks[{i}] {name!r})")
+        return []
+    if sdist_path().is_file():
+        return []
+    return [(f"lm_eval.tasks[{i}].name",
+             f"task {name!r} reads BBH's source tasks from PyPI bigbench 1.0.0's sdist ({SDIST}): "
+             f"{CONFIG_KEY} is null and this environment has no copy at {sdist_path()} (`loopkv fetch-bigbench` "
+             f"puts one there, but PyPI no longer serves the file). Set {CONFIG_KEY} to a copy's path, or drop the task")]
 
 
 def _local_benchmark_problems(c: dict, base: Path) -> list[Problem]:

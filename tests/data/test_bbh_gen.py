@@ -1,13 +1,16 @@
 """BBH as generated exact match (data/bigbench.py bbh_gen_rows): each source example asked as BBH asks
 it (hand-written references from BBH's own layout), which subtasks the sdist gives and which it cannot,
-and the rows on the real sdist: 250 a subtask, the same examples as `bbh`, worked examples of their own."""
+and the rows of an sdist in BIG-bench's layout (tests/bigbench_sdist.py: PyPI no longer serves the real
+one): 250 a subtask at most, the same examples as `bbh`, worked examples of their own."""
 import json
 from collections import Counter
 
 import pytest
+from bigbench_sdist import COUNTS, TEXT_ONLY, write_sdist
 
 from loopkv.data import bigbench
 from loopkv.data.bigbench import _gen_example
+from loopkv.errors import LoopKVError
 
 PREFIX = "If you follow these instructions, do you return to the starting point?"
 
@@ -73,21 +76,23 @@ def test_options_listing_the_correct_choice_first_are_shuffled_per_example_and_s
 
 
 @pytest.fixture(scope="module")
-def gen_rows():
-    return bigbench.bbh_gen_rows()
+def gen_rows(bigbench_sdist):
+    return bigbench.bbh_gen_rows(bigbench_sdist)
 
 
 TEXT_SUBTASKS = {"causal_judgment", "dyck_languages", "formal_fallacies_syllogisms_negation", "navigate",
                  "object_counting", "sports_understanding", "word_sorting"}
 
 
-def test_the_sdist_gives_24_of_bbhs_27_subtasks_250_each(gen_rows):
+def test_the_sdist_gives_24_of_bbhs_27_subtasks_250_each_at_most(gen_rows):
+    """(On the real sdist, measured before PyPI stopped serving it: 5770 rows, causal_judgment 190,
+    penguins_in_a_table 149, snarks 181, the others 250.)"""
     rows, stats = gen_rows
     per = Counter(r["subtask"] for r in rows)
     assert len(per) == 24 and len(per) + len(stats["dropped"]) == 27
     assert set(stats["dropped"]) == {"boolean_expressions", "multistep_arithmetic_two", "web_of_lies"}
-    assert per["causal_judgment"] == 190 and per["penguins_in_a_table"] == 149 and per["snarks"] == 181
-    assert sum(per.values()) == 5770 and max(per.values()) == bigbench.PER_TASK
+    assert per == {name: min(count, 250) for name, count in COUNTS.items()}      # navigate: 260 -> 250
+    assert bigbench.PER_TASK == 250
     kinds = {name: s["answer"] for name, s in stats["subtasks"].items()}
     assert {n for n, k in kinds.items() if k == "text"} == TEXT_SUBTASKS
     assert all(k == "option" for n, k in kinds.items() if n not in TEXT_SUBTASKS)
@@ -108,25 +113,86 @@ def test_rows_are_bbh_questions_with_their_own_worked_example(gen_rows):
     assert set(navigate) == {"Yes", "No"}
 
 
-def test_the_generated_rows_are_bbhs_multiple_choice_examples(gen_rows):
+def test_the_generated_rows_are_bbhs_multiple_choice_examples(gen_rows, bigbench_sdist):
     """The same seeded examples as `bbh` (log-likelihood): the two columns of Table 7 score the same items."""
-    mc, _ = bigbench.bbh_rows()
+    mc, _ = bigbench.bbh_rows(bigbench_sdist)
     gen, _ = gen_rows
     for subtask in ("date_understanding", "penguins_in_a_table", "tracking_shuffled_objects/three_objects"):
         a = [r for r in mc if r["subtask"] == subtask]
         b = [r for r in gen if r["subtask"] == subtask]
         assert len(a) == len(b)
-        assert all(y["prompt"][3:63] == x["context"].removeprefix("Q: ")[:60] for x, y in zip(a, b))
+        assert all(y["prompt"].removeprefix("Q: ").split("\nOptions:")[0] == x["context"].removeprefix("Q: ").removesuffix("\nA:")
+                   for x, y in zip(a, b))
 
 
-def test_data_bench_records_the_subtasks_and_the_dropped_ones(tmp_path):
+def test_data_bench_records_the_subtasks_and_the_dropped_ones(tmp_path, bigbench_sdist):
     from loopkv.cli import main
+    from loopkv.utils.provenance import file_sha256
 
-    assert main(["data-bench", "bbh_gen", "--out", str(tmp_path / "bbh_gen")]) == 0
+    assert main(["data-bench", "bbh_gen", "--source", str(bigbench_sdist), "--out", str(tmp_path / "bbh_gen")]) == 0
     manifest = json.loads((tmp_path / "bbh_gen" / "manifest.json").read_text())
     sdist = manifest["stats"]["sources"][0]
-    assert sdist["path"] == bigbench.SDIST and len(sdist["sha256"]) == 64
-    assert len(sdist["subtasks"]) == 24 and sdist["subtasks"]["navigate"] == {"examples": 1000, "kept": 250,
+    assert (sdist["path"], sdist["config_key"], sdist["version"]) == (str(bigbench_sdist), "data.bigbench_sdist", "1.0.0")
+    assert sdist["sha256"] == file_sha256(bigbench_sdist)
+    assert len(sdist["subtasks"]) == 24 and sdist["subtasks"]["navigate"] == {"examples": 260, "kept": 250,
                                                                               "answer": "text"}
     assert "programmatic" in sdist["dropped"]["web_of_lies"]
-    assert manifest["stats"]["examples"] == 5770 and manifest["stats"]["kind"] == "bbh"
+    assert manifest["stats"]["examples"] == sum(min(c, 250) for c in COUNTS.values()) and manifest["stats"]["kind"] == "bbh"
+
+
+def test_bbh_reads_only_the_file_its_config_key_names(tmp_path, bigbench_sdist):
+    """No sdist given, a missing one, one lacking a source task, a truncated one: each refused by name."""
+    from loopkv.data.benchmarks import get_benchmark
+
+    for name in ("bbh", "bbh_gen"):
+        with pytest.raises(LoopKVError, match="config key 'data.bigbench_sdist' names: none given"):
+            get_benchmark(name).read()
+    with pytest.raises(LoopKVError, match=r"nothing\.tar\.gz .*data\.bigbench_sdist.*no such file"):
+        bigbench.bbh_rows(tmp_path / "nothing.tar.gz")
+    with pytest.raises(LoopKVError, match=r"lacks BBH source tasks \['snarks'\]"):
+        bigbench.bbh_gen_rows(write_sdist(tmp_path / "no-snarks.tar.gz", drop=("snarks",)))
+    cut = tmp_path / "cut.tar.gz"
+    cut.write_bytes(bigbench_sdist.read_bytes()[:2000])
+    with pytest.raises(LoopKVError, match="corrupt or truncated"):
+        bigbench.bbh_rows(cut)
+
+
+def test_the_multiple_choice_rows_leave_out_the_free_form_tasks(bigbench_sdist):
+    rows, stats = bigbench.bbh_rows(bigbench_sdist)
+    per = Counter(r["subtask"] for r in rows)
+    assert per == {name: min(count, 250) for name, count in COUNTS.items() if name not in TEXT_ONLY}
+    assert all(stats[name]["kept"] == 0 for name in TEXT_ONLY)
+
+
+def test_a_listed_bbh_task_needs_its_sdist_before_any_job(tmp_path, bigbench_sdist, monkeypatch):
+    """data.bigbench_sdist names the file (checked only when a task reads it); null means the
+    environment's copy, and a missing one is refused naming the task's entry."""
+    from loopkv.config import load_config
+
+    monkeypatch.setattr(bigbench, "sdist_path", lambda: tmp_path / "env" / bigbench.SDIST)
+    tasks = {"lm_eval": {"tasks": [{"name": "gsm8k"}, {"name": "bbh"}]}}
+    with pytest.raises(LoopKVError, match=r"config key 'lm_eval\.tasks\[1\]\.name': task 'bbh' reads BBH's source tasks"
+                                          r".*data\.bigbench_sdist is null and this environment has no copy"):
+        load_config(tasks)
+    with pytest.raises(LoopKVError, match=r"config key 'data\.bigbench_sdist': BIG-bench sdist .* does not exist"):
+        load_config({**tasks, "data": {"bigbench_sdist": str(tmp_path / "none.tar.gz")}})
+    assert load_config({**tasks, "data": {"bigbench_sdist": str(bigbench_sdist)}})["data"]["bigbench_sdist"] == str(bigbench_sdist)
+    assert load_config({"data": {"bigbench_sdist": str(tmp_path / "none.tar.gz")}})     # no BBH task: not read
+    (tmp_path / "env").mkdir()
+    (tmp_path / "env" / bigbench.SDIST).write_bytes(bigbench_sdist.read_bytes())
+    assert load_config(tasks)["data"]["bigbench_sdist"] is None                          # the environment's copy
+
+
+def test_fetch_bigbench_says_why_it_failed_and_setup_goes_on(tmp_path, monkeypatch, capsys):
+    """A download that fails (PyPI answers 403 since December 2026) is an error naming the key to set;
+    with --if-served (make setup) a warning, exit 0, and no partial file left."""
+    from loopkv.cli import main
+
+    monkeypatch.setattr(bigbench, "SDIST_URL", (tmp_path / "no-such-file.tar.gz").as_uri())
+    dest = tmp_path / "share" / bigbench.SDIST
+    with pytest.raises(LoopKVError, match=r"cannot download bigbench-1\.0\.0\.tar\.gz .*data\.bigbench_sdist"):
+        bigbench.fetch_sdist(dest)
+    assert main(["fetch-bigbench", "--dest", str(dest), "--if-served"]) == 0
+    assert "warning: cannot download" in capsys.readouterr().err
+    assert not dest.exists() and not dest.with_suffix(".part").exists()
+    assert main(["fetch-bigbench", "--dest", str(dest)]) != 0

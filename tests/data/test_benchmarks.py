@@ -9,7 +9,7 @@ from loopkv.errors import LoopKVError
 from loopkv.eval.answers import math_equivalent, normalize_math
 
 SIZES = {"arc_easy": 2376, "arc_challenge": 1172, "hellaswag": 10042, "piqa": 1838, "winogrande": 1267,
-         "boolq": 3270, "mmlu": 14042, "bbh": 5270, "bbh_gen": 5770, "gsm8k": 1319, "math500": 500,
+         "boolq": 3270, "mmlu": 14042, "gsm8k": 1319, "math500": 500,
          "math_train": 4500, "humaneval": 164, "mbpp": 500}
 
 
@@ -60,14 +60,19 @@ def test_unknown_benchmark_is_named():
     with pytest.raises(LoopKVError, match="unknown benchmark 'gsm9k'"):
         get_benchmark("gsm9k")
     assert set(SIZES) == {name for name, b in BENCHMARKS.items() if not b.local}   # the others read your files
+    assert {name for name, b in BENCHMARKS.items() if b.source_key == "data.bigbench_sdist"} == {"bbh", "bbh_gen"}
 
 
-def test_bbh_is_the_source_tasks_multiple_choice_250_a_task():
+def test_bbh_is_the_source_tasks_multiple_choice_250_a_task(bigbench_sdist):
+    """(On the real sdist, before PyPI stopped serving it: 5270 rows; bbh_gen 5770.)"""
     from collections import Counter
 
     from loopkv.data.bigbench import BBH_SOURCE_TASKS, PER_TASK, bbh_rows
 
-    rows, stats = bbh_rows()
+    rows, sources = get_benchmark("bbh").read(bigbench_sdist)
+    assert [s["config_key"] for s in sources] == ["data.bigbench_sdist"] and len({r["id"] for r in rows}) == len(rows)
+    assert all(2 <= len(r["choices"]) and 0 <= r["label"] < len(r["choices"]) for r in rows)
+    rows, stats = bbh_rows(bigbench_sdist)
     per = Counter(r["subtask"] for r in rows)
     # 18 source tasks with multiple choice; logical_deduction and tracking_shuffled_objects have 3 subtasks each
     assert len(per) == 22 and max(per.values()) == PER_TASK

@@ -189,5 +189,7 @@ def test_one_list_of_local_benchmarks_everywhere():
     assert [name for name in LOCAL_BENCHMARKS if f" {name}" in described] == list(LOCAL_BENCHMARKS)
     templates = {"math_answer": "math.yaml", "multiple_choice": "mc.yaml", "evalplus": "{}.yaml"}
     for name, bench in LOCAL_BENCHMARKS.items():
-        assert BENCHMARKS[name].local and not any(b.local for n, b in BENCHMARKS.items() if n not in LOCAL_BENCHMARKS)
+        assert BENCHMARKS[name].source_key == bench.config_key == f"data.local_benchmarks.{name}"
         assert LM_TASKS[task_name(name)].template == templates[bench.format].format(name)
+    assert not any((b.source_key or "").startswith("data.local_benchmarks.") for n, b in BENCHMARKS.items()
+                   if n not in LOCAL_BENCHMARKS)

@@ -78,7 +78,7 @@ def test_lm_eval_sends_the_same_shot_prompt_for_an_item_in_any_shard(tmp_path):
     assert context.endswith(rows[3]["prompt"]) and context.count("Question:") == 4 and "#### 3" not in context
 
 
-def test_shots_are_refused_for_a_task_without_worked_examples():
+def test_shots_are_refused_for_a_task_without_worked_examples(bigbench_sdist):
     from loopkv.config import load_config
 
     with pytest.raises(LoopKVError, match=r"lm_eval\.tasks\[1\]\.shots.*no worked examples"):
@@ -86,14 +86,15 @@ def test_shots_are_refused_for_a_task_without_worked_examples():
     assert load_config({"lm_eval": {"tasks": [{"name": "gsm8k", "shots": 5}]}})["lm_eval"]["tasks"][0]["shots"] == 5
     with pytest.raises(LoopKVError, match=r"lm_eval\.tasks\[0\]\.shots.*no worked examples"):   # BBH's multiple choice
         load_config({"lm_eval": {"tasks": [{"name": "bbh", "shots": 3}]}})
-    assert load_config({"lm_eval": {"tasks": [{"name": "bbh_gen", "shots": 3}]}})["lm_eval"]["tasks"][0]["shots"] == 3
+    bbh_gen = {"data": {"bigbench_sdist": str(bigbench_sdist)}, "lm_eval": {"tasks": [{"name": "bbh_gen", "shots": 3}]}}
+    assert load_config(bbh_gen)["lm_eval"]["tasks"][0]["shots"] == 3
 
 
 @pytest.mark.parametrize("name, marker", [("gsm8k", "\n#### "), ("math500", "\\boxed"), ("bbh_gen", "\nA: ")])
-def test_the_benchmark_rows_carry_their_worked_example(name, marker):
+def test_the_benchmark_rows_carry_their_worked_example(name, marker, bigbench_sdist):
     from loopkv.data.benchmarks import BENCHMARKS
 
-    rows, _ = BENCHMARKS[name].read()
+    rows, _ = BENCHMARKS[name].read(bigbench_sdist if BENCHMARKS[name].local else None)
     assert all(r["shot"].startswith(r["prompt"] + " ") and marker in r["shot"] for r in rows)
     if name == "gsm8k":   # the worked answer ends in the gold number
         assert all(r["shot"].rsplit("#### ", 1)[1].replace(",", "").strip() == r["answer"] for r in rows[:200])

@@ -57,3 +57,28 @@ def test_a_listed_task_without_its_file_or_with_a_bad_one_stops_before_any_job(w
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and not (workdir / "results").exists()
     assert "config key 'data.local_benchmarks.aime24'" in out and "aime24.jsonl line 2: field 'answer' is missing" in out
+
+
+def test_bbh_reads_the_sdist_its_key_names_as_its_data_jobs_input(workdir, monkeypatch):
+    """bbh / bbh_gen read BIG-bench's sdist (data.bigbench_sdist) through the same rule: the file is the
+    data job's input; without it (PyPI no longer serves it) the run stops before any job, naming the entry."""
+    from loopkv.data import bigbench
+
+    tasks = [{"name": "gsm8k", "max_docs": 4}, {"name": "bbh_gen", "max_docs_per_group": 2, "shots": 3}]
+    (workdir / "bbh.yaml").write_text(yaml.safe_dump({"lm_eval": {"tasks": tasks},
+                                                      "data": {"bigbench_sdist": "downloads/bigbench-1.0.0.tar.gz"}}))
+    out = snakemake(workdir, "-n", "-p", "--configfile", "bbh.yaml", "--", "results/data/bench/bbh_gen/test.jsonl").stdout
+    assert "rule local_bench_data:" in out and "input: downloads/bigbench-1.0.0.tar.gz" in out
+    assert "loopkv data-bench bbh_gen --source downloads/bigbench-1.0.0.tar.gz --out results/data/bench/bbh_gen" in out
+    # null: the environment's copy, which this environment may lack (PyPI withdrew it): refused by name if absent
+    (workdir / "bbh.yaml").write_text(yaml.safe_dump({"lm_eval": {"tasks": tasks}}))
+    proc = snakemake(workdir, "-n", "--configfile", "bbh.yaml", check=False)
+    if bigbench.sdist_path().is_file():
+        assert proc.returncode == 0, proc.stdout[-2000:]
+    else:
+        assert proc.returncode != 0 and not (workdir / "results").exists()
+        assert ("config key 'lm_eval.tasks[1].name': task 'bbh_gen' reads BBH's source tasks from PyPI bigbench "
+                "1.0.0's sdist") in proc.stdout + proc.stderr
+    (workdir / "bbh.yaml").write_text(yaml.safe_dump({"lm_eval": {"tasks": tasks}, "data": {"bigbench_sdist": "gone.tar.gz"}}))
+    proc = snakemake(workdir, "-n", "--configfile", "bbh.yaml", check=False)
+    assert proc.returncode != 0 and "config key 'data.bigbench_sdist': BIG-bench sdist" in proc.stdout + proc.stderr

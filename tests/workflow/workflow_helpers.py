@@ -13,11 +13,16 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 def copy_workflow(dest: Path) -> Path:
     """Put the Snakefile, workflow/, config/ and the measurements the default config shows
-    (benchmarks/measured) in `dest` as a user's clone has them, plus micro.yaml."""
+    (benchmarks/measured) in `dest` as a user's clone has them, plus micro.yaml and, where the Ouro paper
+    config names BIG-bench's sdist, a stand-in in its layout (tests/bigbench_sdist.py)."""
+    from bigbench_sdist import write_sdist
+
     for name in ("Snakefile", "workflow", "config", "benchmarks/measured"):
         src = REPO / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, dest / name)
     shutil.copy(MICRO, dest / "micro.yaml")
+    (dest / "downloads").mkdir()
+    write_sdist(dest / "downloads/bigbench-1.0.0.tar.gz")
     return dest
 
 

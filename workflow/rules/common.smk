@@ -6,7 +6,7 @@ import sys
 
 from loopkv.cache.registry import codec_methods
 from loopkv.config import load_config, melt_budget_label, table1_benchmark_tasks, workflow_file_problems
-from loopkv.data.benchmarks import BENCHMARKS
+from loopkv.data.benchmarks import BENCHMARKS, source_file as bench_source_file
 from loopkv.eval.lm_tasks import split_task_id, task_id as lm_task_id
 from loopkv.train.melt_recipes import final_stage, recipe_names, stage_owner, table_members
 from loopkv.errors import LoopKVError
@@ -335,12 +335,13 @@ def lm_task_data(task):
 
 
 def local_bench_file(wildcards):
-    """The file data.local_benchmarks.<bench> names (loopkv.data.local_benchmarks; the config check has
-    read it): the input of its data job, so editing the file reruns it and every evaluation reading it."""
-    path = config["data"]["local_benchmarks"].get(wildcards.bench)
+    """The file a benchmark's config key names (data.local_benchmarks.<bench>, or data.bigbench_sdist for
+    BBH's two; the config check has found it): the input of its data job, so a changed file reruns it and
+    every evaluation reading it."""
+    path = bench_source_file(config, wildcards.bench)
     if path is None:
         raise WorkflowError(f"{R(f'data/bench/{wildcards.bench}')} is read from the file that config key "
-                            f"'data.local_benchmarks.{wildcards.bench}' names, which is not set: set it to its path")
+                            f"'{BENCHMARKS[wildcards.bench].source_key}' names, which is not set: set it to its path")
     return path
 
 

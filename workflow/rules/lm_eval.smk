@@ -1,5 +1,6 @@
 # The evaluation suite through lm-eval (model "loopkv", tasks loopkv_<name> over local data):
-# benchmark data from offline package files or from files you give (data.local_benchmarks), one job
+# benchmark data from offline package files or from files you give (data.local_benchmarks,
+# data.bigbench_sdist), one job
 # per (method, budget, task, shard) with a fixed
 # output path, a merge per task (equal to an unsharded run), LLA Table 7 and MELT Table 1.
 
@@ -22,7 +23,7 @@ rule bench_data:
         "loopkv data-bench {wildcards.bench:q} --out {params.out:q} > {log:q} 2>&1"
 
 
-# a benchmark read from a file you give: the same command and outputs as bench_data, the file its input
+# a benchmark read from a file the config names: the same command and outputs as bench_data, the file its input
 rule local_bench_data:
     input:
         source=local_bench_file,

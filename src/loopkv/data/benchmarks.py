@@ -9,8 +9,9 @@ loopkv lm-eval tasks read (eval/lm_tasks):
 
 Prompt formats follow the harness's usual zero-shot ones. Every source file read is recorded with its
 package, version and sha256 (`Benchmark.read` returns them), so a reviewer can check the data.
-A local benchmark (`local`: MELT Table 1's, HumanEval+ / MBPP+) reads instead the file the user names
-in the config (data/local_benchmarks.py: its formats and checks), recorded with its path and sha256.
+A benchmark with a `source_key` reads instead the file that config key names, recorded with its path
+and sha256: MELT Table 1's and HumanEval+ / MBPP+ (data.local_benchmarks.<name>; data/local_benchmarks.py:
+formats and checks), and BBH's two (data.bigbench_sdist: BIG-bench's sdist, which no longer installs).
 """
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ from pathlib import Path
 from typing import Callable
 
 from loopkv.data.answer_formats import gsm8k_gold, last_boxed
+from loopkv.data.bigbench import CONFIG_KEY as BIGBENCH_KEY
+from loopkv.data.bigbench import configured_sdist
 from loopkv.data.local_benchmarks import KINDS, LOCAL_BENCHMARKS, read_local
 from loopkv.errors import LoopKVError
 from loopkv.utils.checked_io import iter_jsonl, read_jsonl
@@ -36,17 +39,22 @@ class Benchmark:
     name: str
     kind: str                                  # mc | gsm8k | math | bbh | code
     reader: Callable[["Sources"], list[dict]]
-    local: bool = False                        # reads the user's file (data.local_benchmarks.<name>)
+    source_key: str | None = None              # the config key naming the file it reads; None: package files
+
+    @property
+    def local(self) -> bool:
+        """Whether it reads a file the config names (its data job takes that file as an input)."""
+        return self.source_key is not None
 
     def read(self, source: str | os.PathLike | None = None) -> tuple[list[dict], list[dict]]:
-        """The rows and the files read: a local benchmark reads `source` (the file its config key names),
-        every other one its package files."""
+        """The rows and the files read: a benchmark with a source key reads `source` (the file that key
+        names), every other one its package files."""
         if self.local and source is None:
             raise LoopKVError(f"benchmark {self.name} reads the file that config key "
-                              f"'data.local_benchmarks.{self.name}' names: none given (--source)")
+                              f"'{self.source_key}' names: none given (--source)")
         if not self.local and source is not None:
             raise LoopKVError(f"benchmark {self.name} reads its package's files, not a given file ({source})")
-        sources = Sources(source)
+        sources = Sources(source, self.source_key)
         rows = self.reader(sources)
         for i, row in enumerate(rows):
             row["id"] = f"{self.name}-{i:05d}"
@@ -56,14 +64,15 @@ class Benchmark:
 class Sources:
     """Locates data files inside installed packages and records what was read."""
 
-    def __init__(self, local: str | os.PathLike | None = None):
+    def __init__(self, local: str | os.PathLike | None = None, key: str | None = None):
         self.files: list[dict] = []
-        self.local = local        # the user's file of a local benchmark
+        self.local = local        # the file the config names (a user-file benchmark's, or BIG-bench's sdist)
+        self.key = key            # the config key naming it
 
-    def local_file(self, name: str) -> Path:
-        """The user's file of local benchmark `name`, recorded with the config key naming it."""
+    def given_file(self, package: str | None = None, version: str | None = None) -> Path:
+        """The file the config names, recorded with its key (and what it is a copy of, if anything)."""
         path = Path(self.local)
-        self.files.append({"package": None, "version": None, "config_key": f"data.local_benchmarks.{name}",
+        self.files.append({"package": package, "version": version, "config_key": self.key,
                            "path": str(self.local), "sha256": file_sha256(path) if path.is_file() else None})
         return path
 
@@ -82,12 +91,6 @@ class Sources:
         for file in sorted(p for p in ([path] if path.is_file() else path.rglob("*")) if p.is_file()):
             self.files.append({"package": distribution, "version": importlib.metadata.version(distribution),
                                "path": f"{module}/{file.relative_to(root)}", "sha256": file_sha256(file)})
-        return path
-
-    def record(self, path: Path, package: str, version: str, sha256: str | None = None) -> Path:
-        """A source file that is not inside an installed package (e.g. a fetched sdist)."""
-        self.files.append({"package": package, "version": version, "path": path.name,
-                           "sha256": sha256 or file_sha256(path)})
         return path
 
     def oe_eval_docs(self, task: str, variant: str) -> list[dict]:
@@ -240,15 +243,14 @@ def _mbpp(src: Sources) -> list[dict]:
 
 def _local(name: str) -> Callable[[Sources], list[dict]]:
     def read(src: Sources) -> list[dict]:
-        return read_local(name, src.local_file(name))
+        return read_local(name, src.given_file())
     return read
 
 
 def _bbh(src: Sources) -> list[dict]:
     from loopkv.data import bigbench
 
-    rows, _ = bigbench.bbh_rows()
-    src.record(bigbench.sdist_path(), "bigbench (sdist)", "1.0.0")
+    rows, _ = bigbench.bbh_rows(src.given_file("bigbench (sdist)", "1.0.0"))
     return rows
 
 
@@ -257,8 +259,7 @@ def _bbh_gen(src: Sources) -> list[dict]:
     sdist's entry in the manifest's sources says which subtasks it gave and which were dropped, why."""
     from loopkv.data import bigbench
 
-    rows, stats = bigbench.bbh_gen_rows()
-    src.record(bigbench.sdist_path(), "bigbench (sdist)", "1.0.0")
+    rows, stats = bigbench.bbh_gen_rows(src.given_file("bigbench (sdist)", "1.0.0"))
     src.files[-1].update(stats)
     return rows
 
@@ -271,17 +272,27 @@ BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (
     Benchmark("winogrande", "mc", _winogrande),
     Benchmark("boolq", "mc", _boolq),
     Benchmark("mmlu", "mc", _mmlu),
-    Benchmark("bbh", "mc", _bbh),
-    Benchmark("bbh_gen", "bbh", _bbh_gen),                # BBH's 3-shot generated exact match
+    Benchmark("bbh", "mc", _bbh, source_key=BIGBENCH_KEY),
+    Benchmark("bbh_gen", "bbh", _bbh_gen, source_key=BIGBENCH_KEY),   # BBH's 3-shot generated exact match
     Benchmark("gsm8k", "gsm8k", _gsm8k),
     Benchmark("math500", "math", _math500),
     Benchmark("math_train", "math", _math_train),          # MATH less MATH-500: on-policy training prompts
     Benchmark("humaneval", "code", _humaneval),
     Benchmark("mbpp", "code", _mbpp),
 )}
-BENCHMARKS.update({name: Benchmark(name, KINDS[b.format], _local(name), local=True)   # the user's files
+BENCHMARKS.update({name: Benchmark(name, KINDS[b.format], _local(name), source_key=b.config_key)   # the user's files
                    for name, b in LOCAL_BENCHMARKS.items()})
 MC_SUITE = ("arc_easy", "arc_challenge", "hellaswag", "piqa", "winogrande", "boolq")   # MC-avg
+
+
+def source_file(cfg: dict, name: str) -> str | None:
+    """The file benchmark `name` reads under config `cfg` (None: it reads package files, or its user
+    file is not set): data.local_benchmarks.<name>, or BIG-bench's sdist (data.bigbench_sdist; null
+    is the environment's copy, there or not)."""
+    key = get_benchmark(name).source_key
+    if key == BIGBENCH_KEY:
+        return str(configured_sdist(cfg["data"]["bigbench_sdist"]))
+    return cfg["data"]["local_benchmarks"].get(name) if key is not None else None
 
 
 def get_benchmark(name: str) -> Benchmark:

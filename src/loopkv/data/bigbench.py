@@ -1,6 +1,9 @@
-"""BBH from the BIG-bench source tasks, where present: the `task.json` files of PyPI's bigbench==1.0.0
-sdist (its metadata cannot be built offline, so `make setup` fetches the sdist itself, sha256-pinned,
-into the environment; nothing of it is installed or run).
+"""BBH from the BIG-bench source tasks: the `task.json` files of PyPI's bigbench==1.0.0 sdist, read from
+the file config key `data.bigbench_sdist` names (null: the copy `loopkv fetch-bigbench` puts inside the
+environment). Nothing of the sdist is installed or run. Its metadata cannot be built offline, so the
+sdist is fetched as a file, sha256-pinned; since December 2026 PyPI no longer serves bigbench 1.0.0's
+files (403), so `make setup` tries and goes on without it, and a config with a BBH task needs a copy
+(the config check names the key before any job runs).
 
 Of BBH's 23 source tasks, 20 are JSON tasks in the sdist (boolean_expressions, multistep_arithmetic
 and web_of_lies are programmatic and left out). Every example with `target_scores` becomes a
@@ -61,13 +64,22 @@ PER_TASK = 250
 _MEMBER = re.compile(r"^bigbench-1\.0\.0/bigbench/benchmark_tasks/([^/]+)/(?:([^/]+)/)?task\.json$")
 
 
+CONFIG_KEY = "data.bigbench_sdist"
+
+
 def sdist_path() -> Path:
-    """Where `make setup` puts the sdist: inside the environment, like installed package data."""
+    """Where `loopkv fetch-bigbench` puts the sdist: inside the environment, like installed package data."""
     return Path(sys.prefix) / "share" / "loopkv" / SDIST
+
+
+def configured_sdist(value: str | None) -> Path:
+    """The sdist a run reads: the path data.bigbench_sdist names, or (null) the environment's copy."""
+    return Path(value) if value is not None else sdist_path()
 
 
 def fetch_sdist(dest: Path | None = None) -> Path:
     """Download the sdist from PyPI once (sha256-checked); a present, intact copy is kept."""
+    import urllib.error
     import urllib.request
 
     dest = Path(dest or sdist_path())
@@ -75,9 +87,15 @@ def fetch_sdist(dest: Path | None = None) -> Path:
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_suffix(".part")
-    with urllib.request.urlopen(SDIST_URL, timeout=300) as response, open(tmp, "wb") as out:
-        while block := response.read(1 << 20):
-            out.write(block)
+    try:
+        with urllib.request.urlopen(SDIST_URL, timeout=300) as response, open(tmp, "wb") as out:
+            while block := response.read(1 << 20):
+                out.write(block)
+    except (urllib.error.URLError, OSError) as e:    # HTTPError is a URLError
+        tmp.unlink(missing_ok=True)
+        raise LoopKVError(f"cannot download {SDIST} from PyPI ({e}); PyPI has not served bigbench 1.0.0's "
+                          f"files since December 2026. BBH's tasks (bbh, bbh_gen) need a copy: put it at {dest} "
+                          f"or name it in config key {CONFIG_KEY}; every other task runs without it") from e
     if file_sha256(tmp) != SDIST_SHA256:
         tmp.unlink()
         raise LoopKVError(f"{SDIST} from PyPI does not have the pinned sha256 {SDIST_SHA256}")
@@ -99,13 +117,13 @@ def _row(task: dict, example: dict) -> dict | None:
     return {"context": context, "choices": [space + c for c in choices], "label": scores.index(max(scores))}
 
 
-def _source_tasks(sdist: Path | None):
+def _source_tasks(sdist: Path):
     """(name, task.json) of every BBH source (sub)task in the sdist, in member order; a parent task that
     only lists its subtasks is skipped. Raises when a source task is missing."""
-    sdist = Path(sdist or sdist_path())
+    sdist = Path(sdist)
     if not sdist.is_file():
-        raise LoopKVError(f"BBH needs {sdist} (PyPI bigbench==1.0.0's sdist): run `make setup` "
-                          f"or `loopkv fetch-bigbench`")
+        raise LoopKVError(f"BBH needs {sdist} (PyPI bigbench==1.0.0's sdist, config key {CONFIG_KEY}): "
+                          f"no such file")
     try:
         archive = tarfile.open(sdist)
         members = sorted(archive.getmembers(), key=lambda m: m.name)
@@ -138,7 +156,7 @@ def _sample(name: str, count: int) -> list[int]:
     return sorted(random.Random(f"bbh:{name}").sample(range(count), min(PER_TASK, count)))
 
 
-def bbh_rows(sdist: Path | None = None) -> tuple[list[dict], dict]:
+def bbh_rows(sdist: Path) -> tuple[list[dict], dict]:
     """(rows, stats): BBH's source tasks' multiple-choice rows, 250 a (sub)task, in task order."""
     rows, stats = [], {}
     for name, task in _source_tasks(sdist):
@@ -232,7 +250,7 @@ def _gen_example(name: str, task: dict, example: dict, index: int) -> tuple[str,
     return _layout(question) + "\nOptions:\n" + listing, letters[0], letters
 
 
-def bbh_gen_rows(sdist: Path | None = None) -> tuple[list[dict], dict]:
+def bbh_gen_rows(sdist: Path) -> tuple[list[dict], dict]:
     """(rows, stats): BBH's generated exact-match rows {prompt, answer, accept, shot, subtask}, 250 a
     (sub)task (the same examples as `bbh_rows`), in task order; stats per subtask and the dropped ones."""
     rows, stats = [], {}
