@@ -8,7 +8,7 @@ from loopkv.data.tasks.arithmetic import (check_answer, evaluate_chain, extract_
 from loopkv.errors import LoopKVError
 
 CFG = {"train_examples": 500, "eval_examples": 100, "min_steps": 2, "max_steps": 4, "max_operand": 9,
-       "max_value": 20}
+       "max_value": 20, "ops_per_line": 1}
 
 
 def _replay(prompt: str) -> tuple[int, list[int]]:
@@ -42,6 +42,29 @@ def test_worked_steps_are_correct():
         assert int(a) == running
         running = int(a) + int(b) if op == "+" else int(a) - int(b)
         assert int(c) == running
+
+
+def test_a_line_composes_ops_per_line_operations_and_the_chain_is_the_same():
+    """ops_per_line k: the same chain (prompt, ops, answer) worked k operations a line; a line restates
+    its operations from the running value and gives their result. Hand-checked: 5 +3 -2 +7 -1."""
+    for k in (2, 3, 4):
+        one, many = make_chain(random.Random(11), 5, 9, 99), make_chain(random.Random(11), 5, 9, 99, k)
+        assert (many["prompt"], many["answer"], many["meta"]) == (one["prompt"], one["answer"], one["meta"])
+        lines = many["target"].split("\n")[0].strip().split(". ")
+        assert len(lines) == -(-5 // k)
+        running, seen = many["meta"]["start"], 0
+        for line in lines:
+            lhs, rhs = line.rstrip(".").split(" = ")
+            terms = lhs.split(" ")
+            assert int(terms[0]) == running and len(terms) == 1 + 2 * min(k, 5 - seen)
+            for op, x in zip(terms[1::2], terms[2::2]):
+                running = running + int(x) if op == "+" else running - int(x)
+            seen += len(terms) // 2
+            assert int(rhs) == running
+        assert extract_final_answer(many["target"]) == many["answer"] == str(running)
+    row = make_chain(random.Random(0), 3, 9, 99, 3)
+    start, (a, x), (b, y), (c, z) = row["meta"]["start"], *row["meta"]["ops"]
+    assert row["target"] == f" {start} {a} {x} {b} {y} {c} {z} = {row['answer']}.\n#### {row['answer']}"
 
 
 def test_steps_cover_the_range():

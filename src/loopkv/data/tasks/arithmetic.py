@@ -1,7 +1,11 @@
 """Multi-step addition/subtraction chains with a worked solution: a small stand-in for GSM8K.
 
-The number of operations is the reasoning depth. The target spells out one step per operation and ends
-in "#### N", the GSM8K convention that `extract_final_answer` reads.
+The number of operations is the reasoning depth. The target works the chain out a line at a time and
+ends in "#### N", the GSM8K convention that `extract_final_answer` reads. A line restates up to
+`ops_per_line` operations and gives their result ("5 + 3 - 2 = 6."), so the model composes that many
+operations inside one forward pass: 1 (the default) writes every running value, which a shallow model
+does as well as a deep one; more makes each line's answer need depth, which a looped model's later
+loops can give.
 """
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ def make_examples(cfg: dict, split: str, seed: int, inputs=None, held_out=()) ->
     max_steps = require(cfg, "max_steps", SECTION, int, minimum=min_steps)
     max_operand = require(cfg, "max_operand", SECTION, int, minimum=1)
     max_value = require(cfg, "max_value", SECTION, int, minimum=max_operand)
+    ops_per_line = require(cfg, "ops_per_line", SECTION, int, minimum=1)
 
     rng = random.Random(seed)
     # test chains never appear in train, and test chains are all distinct, so test accuracy is held out
@@ -38,7 +43,7 @@ def make_examples(cfg: dict, split: str, seed: int, inputs=None, held_out=()) ->
     for _ in range(n * _MAX_DRAWS_PER_EXAMPLE):
         if len(rows) == n:
             break
-        row = make_chain(rng, rng.randint(min_steps, max_steps), max_operand, max_value)
+        row = make_chain(rng, rng.randint(min_steps, max_steps), max_operand, max_value, ops_per_line)
         if row["prompt"] in banned:
             continue
         if unique:
@@ -53,21 +58,25 @@ def make_examples(cfg: dict, split: str, seed: int, inputs=None, held_out=()) ->
     return rows
 
 
-def make_chain(rng: random.Random, steps: int, max_operand: int, max_value: int) -> dict:
-    """One chain of `steps` operations whose running value stays in 0..max_value."""
+def make_chain(rng: random.Random, steps: int, max_operand: int, max_value: int, ops_per_line: int = 1) -> dict:
+    """One chain of `steps` operations whose running value stays in 0..max_value, worked out
+    `ops_per_line` operations a line (the last line takes what is left)."""
     value = start = rng.randint(1, max_operand)
     ops: list[list] = []
-    lines = []
     for _ in range(steps):
         # choose among the operations that some operand keeps in range (at 0 only "+", at max only "-")
         allowed = [op for op, room in (("+", max_value - value), ("-", value)) if room >= 1]
         op = rng.choice(allowed)
         room = max_value - value if op == "+" else value
         operand = rng.randint(1, min(max_operand, room))
-        new = value + operand if op == "+" else value - operand
-        lines.append(f"{value} {op} {operand} = {new}.")
         ops.append([op, operand])
-        value = new
+        value = value + operand if op == "+" else value - operand
+    lines, running = [], start
+    for first in range(0, steps, ops_per_line):
+        part = ops[first:first + ops_per_line]
+        result = evaluate_chain(running, part)
+        lines.append(f"{running} " + " ".join(f"{op} {x}" for op, x in part) + f" = {result}.")
+        running = result
     question = " ".join([f"Start with {start}."] + [f"{_WORDS[op]} {x}." for op, x in ops])
     return {
         "task": NAME,
