@@ -925,6 +925,18 @@ def _check_loop_depths(c: dict) -> Iterator[Problem]:
                "the teacher's evaluation is at it already; list the other depths")
 
 
+def _check_exit_prior(c: dict) -> Iterator[Problem]:
+    """A prior over Ouro's exit loops: one weight a loop, on a model with an exit gate."""
+    prior, loops = c["teacher"]["exit_prior"], c["model"]["arch"]["total_ut_steps"]
+    if prior is None:
+        return
+    if c["model"]["family"] != "ouro":
+        yield "teacher.exit_prior", f"is a prior over Ouro's exit gate; a {c['model']['family']} model has none: set it to null"
+    elif len(prior) != loops:
+        yield ("teacher.exit_prior", f"needs one weight per loop (model.arch.total_ut_steps = {loops}), "
+                                     f"got {len(prior)}")
+
+
 def _check_generation(c: dict) -> Iterator[Problem]:
     """Generation budgets within the model's positions and the rows that hold them."""
     max_pos = c["model"]["arch"]["max_position_embeddings"]
@@ -1009,6 +1021,7 @@ _SEMANTIC_CHECKS: list[Callable[[dict], Iterator[Problem]]] = [
     _check_packed_rows, _check_launch, _check_budgets, _check_methods, _check_melt, _check_lm_eval,
     _check_table1_benchmarks,
     _check_passkey_grid, _check_on_policy, _check_serve, _check_generation, _check_loop_depths, _check_kernel,
+    _check_exit_prior,
     _check_paper_models, _check_jobs,
 ]
 

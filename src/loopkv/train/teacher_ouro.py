@@ -27,7 +27,7 @@ class OuroRecipe:
 
     def loss(self, model, rows: torch.Tensor, step: int, cfg: dict, seed: int):
         out = model(rows[:, :-1], output_loop_logits=True, use_cache=False)
-        terms = ouro_loss(out.loop_logits, out.exit_pdf, rows[:, 1:], cfg["entropy_beta"])
+        terms = ouro_loss(out.loop_logits, out.exit_pdf, rows[:, 1:], cfg["entropy_beta"], cfg["exit_prior"])
         return terms["loss"], {"expected_ce": float(terms["expected_ce"]),
                                "final_loop_ce": float(terms["per_loop_ce"][-1]), "entropy": float(terms["entropy"]),
                                "mean_exit_pdf": terms["mean_exit_pdf"].tolist()}
