@@ -99,7 +99,7 @@ MICRO_TASKS = {
     "passkey": {"train_examples": 60, "eval_trials": 3, "train_lengths": [100, 120], "eval_lengths": [100, 120],
                 "key_digits": 5, "filler": "classic"},
     "arithmetic": {"train_examples": 200, "eval_examples": 8, "min_steps": 2, "max_steps": 3,
-                   "max_operand": 9, "max_value": 99},
+                   "max_operand": 9, "max_value": 99, "ops_per_line": 1},
     "cloze": {"eval_examples": 8, "num_choices": 4, "context_words": 24, "continuation_words": 6},
 }
 

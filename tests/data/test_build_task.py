@@ -8,7 +8,7 @@ SMALL = {
     "passkey": {"train_examples": 4, "eval_trials": 2, "train_lengths": [160], "eval_lengths": [160, 240],
                 "key_digits": 5, "filler": "corpus"},
     "arithmetic": {"train_examples": 50, "eval_examples": 10, "min_steps": 2, "max_steps": 4, "max_operand": 9,
-                   "max_value": 99},
+                   "max_value": 99, "ops_per_line": 1},
     "cloze": {"eval_examples": 5, "num_choices": 4, "context_words": 48, "continuation_words": 8},
 }
 GENERATIVE_KEYS = {"id", "task", "prompt", "target", "answer", "meta"}

@@ -13,7 +13,7 @@ TASK_CFGS = {
     "passkey": {"train_examples": 3, "eval_trials": 1, "train_lengths": [160], "eval_lengths": [160, 240],
                 "key_digits": 5, "filler": "corpus"},
     "arithmetic": {"train_examples": 20, "eval_examples": 5, "min_steps": 2, "max_steps": 4, "max_operand": 9,
-                   "max_value": 99},
+                   "max_value": 99, "ops_per_line": 1},
     "cloze": {"eval_examples": 3, "num_choices": 4, "context_words": 48, "continuation_words": 8},
 }
 

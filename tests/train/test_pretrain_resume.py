@@ -17,7 +17,7 @@ HUGINN_ARCH = {**ARCH, "family": "huginn", "total_ut_steps": 3, "prelude_layers"
 ARCHS = {"ouro": ARCH, "huginn": HUGINN_ARCH}
 PROGRESS = {"ouro": "expected_ce", "huginn": "ce"}   # the train loss each recipe reports
 CFG = {"steps": 6, "batch_size": 4, "seq_len": 128, "lr": 3e-3, "min_lr_ratio": 0.1, "warmup_steps": 2,
-       "weight_decay": 0.1, "grad_clip": 1.0, "entropy_beta": 0.05,
+       "weight_decay": 0.1, "grad_clip": 1.0, "entropy_beta": 0.05, "exit_prior": None,
        "mixture": {"corpus": 0.5, "passkey": 0.25, "arithmetic": 0.25},
        "checkpoint_every": 2, "eval_every": 3, "eval_batches": 1, "threads": 1}
 
