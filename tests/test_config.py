@@ -559,7 +559,9 @@ def test_cli_merges_over_the_workflow_config_as_snakemake_does(config_only_cli, 
     assert config_only_cli(["config-check", "tests/workflow/micro.yaml", "--print-config"]) == 0
     out = capsys.readouterr().out
     merged = json.loads(out[out.index("{"):])
-    assert merged["methods"]["budgets"] == {"2x": 2.0, "4x": 4.0, "5.33x": 5.333333, "21.33x": 21.333333}
+    assert merged["methods"]["budgets"] == {"2x": 2.0, "4x": 4.0, "5.33x": 5.333333, "21.33x": 21.333333,
+                                            "1.33x": 1.333333, "2.67x": 2.666667, "3.2x": 3.2}
+    assert merged["methods"]["rank_sweep"] == ["2x", "4x"]
     part = tmp_path / "part.yaml"
     part.write_text("teacher: {mixture: {corpus: 1.0}}\n")
     assert config_only_cli(["config-check", str(part), "--print-config"]) == 0

@@ -100,7 +100,7 @@ def test_a_partial_config_takes_the_rest_from_config_yaml_as_snakemake_merges():
     assert json.dumps(loaded) == json.dumps(snakemake_merged(partial))   # key order included
     # spelled out: a mapping keeps the default's other keys, labels included (the file's first); a list is replaced
     assert loaded["teacher"]["mixture"] == {"corpus": 1.0, "passkey": 0.3, "arithmetic": 0.4}
-    assert list(loaded["methods"]["budgets"]) == ["8x", "4x", "5.33x", "21.33x"]
+    assert list(loaded["methods"]["budgets"]) == ["8x", "4x", "5.33x", "21.33x", "1.33x", "2x", "2.67x", "3.2x"]
     assert loaded["passkey_grid"]["lengths"] == [64, 128]
     assert loaded["model"]["arch"]["hidden_size"] == DEFAULT["model"]["arch"]["hidden_size"]
 
@@ -157,9 +157,10 @@ def test_the_paper_config_keeps_its_paper_scale_values():
     assert (arch["num_hidden_layers"], arch["total_ut_steps"], arch["num_attention_heads"], arch["head_dim"],
             arch["hidden_size"], arch["rms_norm_eps"]) == (24, 4, 16, 128, 2048, 1.0e-6)
     assert cfg["seed"] == 1234 and cfg["data"]["corpus"]["sources"] == ["shakespeare"]
-    assert cfg["methods"]["budgets"] == {"1.33x": 1.333333, "2x": 2.0, "3.2x": 3.2, "4x": 4.0, "5.33x": 5.333333,
-                                         "10.67x": 10.666667, "14.2x": 14.222222, "15.5x": 15.515152,
-                                         "21.33x": 21.333333}   # every ratio the paper reports (issue 22)
+    assert cfg["methods"]["budgets"] == {"1.33x": 1.333333, "2x": 2.0, "2.67x": 2.666667, "3.2x": 3.2, "4x": 4.0,
+                                         "5.33x": 5.333333, "10.67x": 10.666667, "14.2x": 14.222222,
+                                         "15.5x": 15.515152, "21.33x": 21.333333}   # every ratio the paper reports
+    assert cfg["methods"]["rank_sweep"] == ["1.33x", "2x", "2.67x", "3.2x", "4x"]   # Table 8's
     assert cfg["methods"]["table1_benchmarks"]["mc_avg"] == ["arc_easy", "arc_challenge", "hellaswag", "piqa",
                                                              "winogrande", "boolq"]
     assert list(cfg["methods"]["table1"].items()) == [("4x", ["final_loop", "lla", "mla_head", "cla", "kv_quant"]),

@@ -692,6 +692,20 @@ def _check_packed_rows(c: dict) -> Iterator[Problem]:
 
 def _check_methods(c: dict) -> Iterator[Problem]:
     """Every table cell must be a budget its method reaches exactly on this architecture."""
+    methods = c["methods"]
+    cells = [(f"methods.table1.{budget}", budget, names) for budget, names in methods["table1"].items()]
+    cells += [(f"methods.rank_sweep[{i}]", budget, [RANK_SWEEP_METHOD]) for i, budget in enumerate(methods["rank_sweep"])]
+    for key, budget, names in cells:
+        if budget not in methods["budgets"]:
+            yield key, f"unknown budget label (methods.budgets has {', '.join(methods['budgets'])})"
+            continue
+        for name in names:
+            yield from ((key, message) for message in _cell_problems(c, budget, name))
+
+
+def _cell_problems(c: dict, budget: str, name: str) -> Iterator[str]:
+    """Why KV method `name` cannot be built at budget label `budget` (in methods.budgets) on this
+    architecture: its codec's calibration layout is not collected, or no setting reaches the ratio."""
     from loopkv.cache.budget import CacheShape, setting_at_ratio
     from loopkv.cache.registry import codec_layouts
     from loopkv.cache.settings import CACHE_BITS
@@ -699,22 +713,22 @@ def _check_methods(c: dict) -> Iterator[Problem]:
     methods, arch = c["methods"], c["model"]["arch"]
     shape = CacheShape(arch["num_hidden_layers"], arch["num_attention_heads"], arch["total_ut_steps"],
                        arch["head_dim"])
-    for budget, names in methods["table1"].items():
-        if budget not in methods["budgets"]:
-            yield (f"methods.table1.{budget}",
-                   f"unknown budget label (methods.budgets has {', '.join(methods['budgets'])})")
-            continue
-        ratio = methods["budgets"][budget]
-        for name in names:
-            layout = codec_layouts().get(name)
-            if layout is not None and layout not in c["calibration"]["layouts"]:
-                yield (f"methods.table1.{budget}",
-                       f"{name} is SVD-initialised from {layout!r} moments: add it to calibration.layouts")
-                continue
-            if setting_at_ratio(name, shape, ratio, CACHE_BITS[methods["cache_dtype"]], methods["k_share"]) is None:
-                yield (f"methods.table1.{budget}",
-                       f"{name} cannot reach {ratio:g}x with T={shape.loops}, D={shape.layers}, "
-                       f"H={shape.heads}, d_head={shape.head_dim} and a {methods['cache_dtype']} cache")
+    ratio = methods["budgets"][budget]
+    layout = codec_layouts().get(name)
+    if layout is not None and layout not in c["calibration"]["layouts"]:
+        yield f"{name} is SVD-initialised from {layout!r} moments: add it to calibration.layouts"
+    elif setting_at_ratio(name, shape, ratio, CACHE_BITS[methods["cache_dtype"]], methods["k_share"]) is None:
+        yield (f"{name} cannot reach {ratio:g}x with T={shape.loops}, D={shape.layers}, "
+               f"H={shape.heads}, d_head={shape.head_dim} and a {methods['cache_dtype']} cache")
+
+
+RANK_SWEEP_METHOD = "lla"   # LLA Table 8 sweeps the per-head codec's rank
+
+
+def rank_sweep_cells(c: dict) -> list[tuple[str, str]]:
+    """(method, budget) of Table 8's codec rows, in ratio order (the teacher's row is added by the table)."""
+    budgets = c["methods"]["budgets"]
+    return [(RANK_SWEEP_METHOD, b) for b in sorted(c["methods"]["rank_sweep"], key=lambda b: budgets[b])]
 
 
 def melt_budget_label(c: dict) -> str | None:
@@ -748,19 +762,16 @@ def _check_melt(c: dict) -> Iterator[Problem]:
         yield ("melt.compare_methods", f"{unknown}: not KV methods MELT is compared with (known: "
                                        f"{', '.join(sorted(budgeted_methods()))}; the teacher is the reference)")
     elif label is not None:
-        probe = {**c, "methods": {**c["methods"], "table1": {label: melt["compare_methods"]}}}
-        for _, message in _check_methods(probe):
-            yield "melt.compare_methods", message
+        for name in melt["compare_methods"]:
+            yield from (("melt.compare_methods", message) for message in _cell_problems(c, label, name))
     # the teacher's curve is always measured; the others at MELT's budget, codecs from their distilled codec
     unknown = [m for m in melt["memory_methods"] if m not in METHODS or m == "full"]
     if unknown:
         yield ("melt.memory_methods", f"{unknown}: not KV methods measured beside the teacher (known: "
                                       f"{', '.join(sorted(set(METHODS) - {'full'}))}; the teacher is always measured)")
     elif label is not None:
-        others = [m for m in melt["memory_methods"] if m != "melt"]
-        probe = {**c, "methods": {**c["methods"], "table1": {label: others}}}
-        for _, message in _check_methods(probe):
-            yield "melt.memory_methods", message
+        for name in [m for m in melt["memory_methods"] if m != "melt"]:
+            yield from (("melt.memory_methods", message) for message in _cell_problems(c, label, name))
 
 
 def _check_lm_eval(c: dict) -> Iterator[Problem]:
@@ -844,9 +855,7 @@ def _check_on_policy(c: dict) -> Iterator[Problem]:
         if budget not in c["methods"]["budgets"]:
             yield f"on_policy.budgets[{i}]", f"unknown budget label {budget!r} (methods.budgets has {', '.join(c['methods']['budgets'])})"
         else:
-            probe = {**c, "methods": {**c["methods"], "table1": {budget: [cfg["method"]]}}}
-            for _, message in _check_methods(probe):
-                yield f"on_policy.budgets[{i}]", message
+            yield from ((f"on_policy.budgets[{i}]", message) for message in _cell_problems(c, budget, cfg["method"]))
     if cfg["shots"] and "math_train" not in cfg["prompts"]:
         yield ("on_policy.shots", f"worked examples exist only for math_train's prompts; on_policy.prompts is "
                                   f"{cfg['prompts']} (synthetic prompts take none): set shots to 0")
@@ -900,9 +909,7 @@ def _check_served(c: dict, section_key: str) -> Iterator[Problem]:
         elif method == "melt" and budget != melt_label:
             yield key, f"MELT runs only at its own budget (ratio T), {melt_label!r} here"
         elif method not in ("full", "melt"):
-            probe = {**c, "methods": {**c["methods"], "table1": {budget: [method]}}}
-            for _, message in _check_methods(probe):
-                yield key, message
+            yield from ((key, message) for message in _cell_problems(c, budget, method))
 
 
 def _check_budgets(c: dict) -> Iterator[Problem]:

@@ -11,11 +11,12 @@ from workflow_helpers import REPO, planned_jobs, planned_outputs, snakemake
 def test_default_target_plans_data_and_teacher(workdir):
     jobs = planned_jobs(workdir)
     # Table 1 of the default config: 8 distilled codec cells, 13 evaluated cells (teacher included);
+    # Table 8's rank sweep: LLA at 1.33x, 2x, 2.67x, 3.2x (4x is Table 1's cell): 4 more of each;
     # MELT: 8 recipes, 7 stage-1 jobs (no_stage2 shares the full recipe's), 7 stage-2 jobs; its
     # comparison methods sit at 4x, which Table 1 already evaluates
     assert jobs == {"corpus": 1, "tokenizer": 1, "task_data": 3, "teacher_pretrain": 1, "teacher_eval": 1,
-                    "calibrate": 1, "cross_loop_structure": 1, "fig2_spectra": 1, "distill": 8,
-                    "method_eval": 13, "table1": 1, "melt_stage1": 7, "melt_stage2": 7, "melt_eval": 8,
+                    "calibrate": 1, "cross_loop_structure": 1, "fig2_spectra": 1, "distill": 12,
+                    "method_eval": 17, "table1": 1, "table8": 1, "melt_stage1": 7, "melt_stage2": 7, "melt_eval": 8,
                     "melt_table": 2, "melt_vs_lla": 1, "melt_memory": 1, "fig_memory": 1,
                     # the suite: 11 benchmarks (BBH needs an sdist PyPI no longer serves); 2 models x 16
                     # shards (Table 7) + 14 passkey-grid models
@@ -27,7 +28,7 @@ def test_default_target_plans_data_and_teacher(workdir):
                     "claims_html": 1, **{f"{name}_html": 1 for name in HTML_TABLES}}
 
 
-HTML_TABLES = ("table1", "table4", "table7", "table12", "table5", "table13", "melt_table3", "melt_table4", "melt_vs_lla")
+HTML_TABLES = ("table1", "table8", "table4", "table7", "table12", "table5", "table13", "melt_table3", "melt_table4", "melt_vs_lla")
 
 
 def test_table1_cells_follow_the_config(workdir):
@@ -100,10 +101,10 @@ def test_paper_config_plans_without_pretraining_when_its_checkpoint_exists(workd
     (workdir / "paper.yaml").write_text(yaml.safe_dump(config))
     jobs = planned_jobs(workdir, "--configfile", "paper.yaml")
     assert "teacher_pretrain" not in jobs and jobs["teacher_eval"] == 1
-    # LLA at each of the paper's nine ratios (Tables 1, 4, 7, Figure 8) and mla_head at Table 1's three;
+    # LLA at each of the paper's ten ratios (Tables 1, 4, 7, 8, Figure 8) and mla_head at Table 1's three;
     # no LLA-2D at paper scale yet
-    # method-eval: Table 1's 11 cells and Table 4's off-policy LLA at 3.2x and 10.67x
-    assert jobs["distill"] == 12 and jobs["method_eval"] == 13
+    # method-eval: Table 1's 11 cells, Table 4's off-policy LLA at 3.2x and 10.67x, Table 8's at 1.33x, 2x, 2.67x
+    assert jobs["distill"] == 13 and jobs["method_eval"] == 16 and jobs["table8"] == 1
     # Table 7's eight models (MELT's among them) x every task's shards, Table 1's seven other cells x its benchmarks' shards,
     # Figure 8's nine models x 4, Table 4's five on-policy codecs x MATH-500's shards and its off-policy
     # 10.67x (the teacher and the other off-policy codecs are Table 7 models already)
@@ -111,7 +112,8 @@ def test_paper_config_plans_without_pretraining_when_its_checkpoint_exists(workd
     table1 = sum(shards[t] for t in ("gsm8k", "arc_easy", "arc_challenge", "hellaswag", "piqa", "winogrande",
                                      "boolq", "mmlu"))
     every_task = sum(t["shards"] for t in config["lm_eval"]["tasks"])
-    assert jobs["lm_eval_shard"] == 8 * every_task + 7 * table1 + 9 * 4 + (5 + 1) * shards["math500"]
+    # + Table 8's GSM8K at 2.67x (its other ratios are Table 7 models)
+    assert jobs["lm_eval_shard"] == 8 * every_task + 7 * table1 + 9 * 4 + (5 + 1) * shards["math500"] + shards["gsm8k"]
     assert jobs["melt_table1"] == 1   # MELT through lm-eval (lm_eval.models' melt/4x)
     assert jobs["distill_on_policy"] == 5 and jobs["bench_data"] >= 1   # math_train's prompts among them
 

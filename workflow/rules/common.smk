@@ -5,7 +5,8 @@ import shlex
 import sys
 
 from loopkv.cache.registry import codec_methods
-from loopkv.config import load_config, melt_budget_label, table1_benchmark_tasks, workflow_file_problems
+from loopkv.config import (load_config, melt_budget_label, rank_sweep_cells, table1_benchmark_tasks,
+                           workflow_file_problems)
 from loopkv.data.benchmarks import BENCHMARKS, source_file as bench_source_file
 from loopkv.eval.lm_tasks import split_task_id, task_id as lm_task_id
 from loopkv.train.melt_recipes import final_stage, recipe_names, stage_owner, table_members
@@ -101,6 +102,7 @@ localrules:
     cross_loop_structure,
     fig2_spectra,
     table1,
+    table8,
     melt_table,
     melt_vs_lla,
     fig_memory,
@@ -180,6 +182,7 @@ def default_targets():
     suite += [f"{REPORTS}/fig8_passkey.pdf"] if config["passkey_grid"]["models"] else []
     suite += [f"{REPORTS}/table4.pdf"] if config["on_policy"]["budgets"] else []
     suite += [f"{REPORTS}/agreement.json"] if agreement_pairs() else []
+    suite += [f"{REPORTS}/table8.pdf", f"{REPORTS}/fig5_rank_sweep.pdf"] if config["methods"]["rank_sweep"] else []
     serving = [f"{REPORTS}/table5.pdf", f"{REPORTS}/table13.pdf"]
     claims = [f"{REPORTS}/claims.md"]
     # the pages of the HTML report: `snakemake --report` shows what the jobs of this DAG wrote
@@ -199,6 +202,8 @@ def report_tables():
     tables = {"table1": ("lla", "LLA Table 1: KV methods at equal cache budgets")}
     if config["teacher_eval"]["loop_depths"]:
         tables["teacher_depth"] = ("lla", "The teacher at each test-time depth")
+    if config["methods"]["rank_sweep"]:
+        tables["table8"] = ("lla", "LLA Table 8: the cold-start rank sweep")
     if config["on_policy"]["budgets"]:
         tables["table4"] = ("lla", "LLA Table 4: off- vs on-policy distillation")
     if LM_MODELS and LM_TASK_DATA:
@@ -250,6 +255,17 @@ TABLE1_BENCHMARKS = table1_benchmark_tasks(config)   # lm-eval tasks of Table 1'
 def table1_benchmark_results():
     """The merged lm-eval result of every Table 1 benchmark task for every Table 1 cell."""
     return [R(f"lm_eval/{m}/{b}/{t}.json") for m, b in table1_cells() for t in TABLE1_BENCHMARKS]
+
+
+def table8_benchmark_results():
+    """Table 1's GSM8K task (methods.table1_benchmarks.gsm8k), Table 8's real column, for every Table 8 cell."""
+    task = config["methods"]["table1_benchmarks"]["gsm8k"]
+    return [R(f"lm_eval/{m}/{b}/{task}.json") for m, b in table8_cells()] if task else []
+
+
+def table8_cells():
+    """(method, budget) of Table 8's rows: the teacher's, then LLA at each methods.rank_sweep budget by ratio."""
+    return [("full", "1x")] + rank_sweep_cells(config)
 
 
 def agreement_pairs():

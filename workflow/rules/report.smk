@@ -23,6 +23,31 @@ rule table1:
         " --csv {output.csv:q} --tex {output.tex:q} > {log:q} 2>&1"
 
 
+rule table8:
+    input:
+        cells=[R(f"methods/{m}/{b}/quality.json") for m, b in table8_cells()],
+        samples=[R(f"methods/{m}/{b}/quality_samples.json") for m, b in table8_cells()],
+        curves=[R(f"distill/{m}/{b}/curve.json") for m, b in table8_cells() if m in CODEC_METHODS],
+        benchmarks=table8_benchmark_results(),
+    output:
+        pdf=f"{REPORTS}/table8.pdf",
+        csv=f"{REPORTS}/table8.csv",
+        tex=f"{REPORTS}/table8.tex",
+        fig_pdf=f"{REPORTS}/fig5_rank_sweep.pdf",
+        fig_png=report(f"{REPORTS}/fig5_rank_sweep.png", caption="../report/fig5_rank_sweep.rst",
+                       category=REPORT_CATEGORIES["lla"], labels={"result": "LLA Figure 5: the cold-start rank sweep"}),
+    params:
+        cfg=job_cfg("table8"),
+    log:
+        f"{LOGS}/report/table8.log",
+    benchmark:
+        f"{LOGS}/benchmarks/report/table8.tsv"
+    shell:
+        "loopkv table8 --cfg {params.cfg:q} --cells {input.cells:q} --samples {input.samples:q} --curves {input.curves:q}"
+        " --benchmarks {input.benchmarks:q} --pdf {output.pdf:q} --csv {output.csv:q} --tex {output.tex:q}"
+        " --fig-pdf {output.fig_pdf:q} --fig-png {output.fig_png:q} > {log:q} 2>&1"
+
+
 rule agreement:
     input:
         pairs=[path for pair in agreement_pairs() for path in pair],

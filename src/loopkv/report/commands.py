@@ -1,5 +1,5 @@
-"""Subcommands: table1, table7, melt-table1, check-agreement, fig8, table4-fig7, melt-table, melt-vs-lla, fig-memory,
-teacher-depth."""
+"""Subcommands: table1, table8, table7, melt-table1, check-agreement, fig8, table4-fig7, melt-table, melt-vs-lla,
+fig-memory, teacher-depth."""
 from __future__ import annotations
 
 import json
@@ -29,6 +29,12 @@ TABLE1 = JobSpec(
             Arg("benchmarks", "lm-eval-merge JSONs of methods.table1_benchmarks' tasks for every cell (any order)",
                 kind="paths", required=False)),
     outputs=_table_files("pdf", "csv", "tex"))
+
+TABLE8 = JobSpec(
+    "table8", "LLA Table 8 and Figure 5 (the cold-start rank sweep) from method-eval results and distill curves",
+    reads=(_TRAIN_LENGTHS, "methods.table1_benchmarks", "report.paper_model", _DPI),
+    inputs=TABLE1.inputs,
+    outputs=_table_files("pdf", "csv", "tex", "fig-pdf", "fig-png"))
 
 TABLE7 = JobSpec(
     "table7", "LLA Table 7 (the broad suite) from merged lm-eval results",
@@ -111,7 +117,7 @@ FIG_MEMORY = JobSpec(
 
 
 def register(sub) -> None:
-    for spec, body in ((TABLE1, _table1), (TABLE7, _table7), (MELT_TABLE1, _melt_table1),
+    for spec, body in ((TABLE1, _table1), (TABLE8, _table8), (TABLE7, _table7), (MELT_TABLE1, _melt_table1),
                        (CHECK_AGREEMENT, _check_agreement),
                        (TABLE5, _table5), (TABLE13, _table13), (FIG8, _fig8), (TABLE4_FIG7, _table4_fig7),
                        (MELT_TABLE, _melt_table), (MELT_VS_LLA, _melt_vs_lla), (FIG_MEMORY, _fig_memory),
@@ -282,9 +288,8 @@ def _serving_table(args, table: str) -> None:
         tables.write_all(rows, spec, note, title, pdf, csv_path, tex)
 
 
-def _table1(job) -> None:
-    from loopkv.report.table1 import build_rows, write_csv, write_pdf, write_tex
-
+def _cells_inputs(job, table: str) -> tuple[list, dict, list, list]:
+    """(cells, curves by (method, budget), samples, benchmarks) of a table of method-eval cells."""
     args = job.args
     cells = [_metrics(p) for p in args.cells]
     curves = {}
@@ -293,8 +298,30 @@ def _table1(job) -> None:
         curves[curve["setting"]["method"], curve["setting"]["budget"]] = curve
     samples = [read_json(p, "samples result", {"samples": dict}) for p in args.samples]
     if len(samples) != len(cells):
-        raise LoopKVError(f"table1: {len(cells)} cells but {len(samples)} sample files")
+        raise LoopKVError(f"{table}: {len(cells)} cells but {len(samples)} sample files")
     benchmarks = [read_json(p, "lm-eval result", BENCHMARK_FIELDS) for p in args.benchmarks]
+    return cells, curves, samples, benchmarks
+
+
+def _table8(job) -> None:
+    from loopkv.report import rank_sweep, tables
+
+    args, paper_model = job.args, job.cfg["report"]["paper_model"]
+    cells, curves, samples, benchmarks = _cells_inputs(job, "table8")
+    rows = rank_sweep.build_rows(cells, curves, _train_max(job), samples, benchmarks,
+                                 job.cfg["methods"]["table1_benchmarks"], paper_model)
+    title = f"LLA Table 8 ({paper_model}), the cold-start rank sweep: our measurements (left) beside the paper's (right)"
+    with atomic_path(args.pdf) as pdf, atomic_path(args.csv) as csv_path, atomic_path(args.tex) as tex:
+        tables.write_all(rows, rank_sweep.spec(rows), rank_sweep.note(rows, paper_model), title, pdf, csv_path, tex)
+    with atomic_path(args.fig_pdf) as pdf, atomic_path(args.fig_png) as png:
+        rank_sweep.plot(rows, pdf, png, job.cfg["report"]["dpi"], paper_model)
+
+
+def _table1(job) -> None:
+    from loopkv.report.table1 import build_rows, write_csv, write_pdf, write_tex
+
+    args = job.args
+    cells, curves, samples, benchmarks = _cells_inputs(job, "table1")
     paper_model = job.cfg["report"]["paper_model"]
     rows = build_rows(cells, curves, _train_max(job), samples, benchmarks, job.cfg["methods"]["table1_benchmarks"],
                       paper_model)

@@ -163,14 +163,16 @@ NO_BENCHMARKS = {"gsm8k": None, "mc_avg": [], "mmlu": None}
 
 def build_rows(cells: list[dict], curves: dict[tuple[str, str], dict], passkey_train_max: int,
                samples: list[dict] | None = None, benchmarks: list[dict] | None = None,
-               chosen: dict | None = None, paper_model: str = "Ouro-1.4B") -> list[dict]:
+               chosen: dict | None = None, paper_model: str = "Ouro-1.4B",
+               paper: tuple[dict, list[tuple[str, str]]] | None = None) -> list[dict]:
     """cells: method-eval `metrics` dicts in table order, the teacher's first; curves: (method, budget)
     -> distill curve; samples: each cell's per-item samples (quality_samples.json), in the same order;
     benchmarks: merged lm-eval results of the tasks `chosen` (methods.table1_benchmarks) names, for
-    every cell; paper_model: whose paper grid stands beside (report.paper_model)."""
+    every cell; paper_model: whose paper grid stands beside (report.paper_model); paper: another paper
+    table's (grid, columns) instead of Table 1's (Table 8's: report/rank_sweep.py)."""
     chosen = chosen or NO_BENCHMARKS
-    grid, _ = TABLE1_BY_MODEL[paper_model]
-    paper_keys = [name.removeprefix("paper_") for name, _ in PAPER_COLUMNS[paper_model]]
+    grid, columns = paper or (TABLE1_BY_MODEL[paper_model][0], PAPER_COLUMNS[paper_model])
+    paper_keys = [name.removeprefix("paper_") for name, _ in columns]
     per_cell = index_benchmarks(benchmarks or [], cells, chosen)
     rows = []
     for i, m in enumerate(cells):
