@@ -103,7 +103,7 @@ def test_a_passkey_claim_on_a_method_the_grid_does_not_serve_is_not_run(tmp_path
 
 
 def test_the_registry_states_every_claim_once_and_names_real_columns():
-    from loopkv.report import exposure, melt_tables, serving_tables, table1, table7
+    from loopkv.report import exposure, melt_tables, rank_sweep, serving_tables, table1, table7
 
     assert len(CLAIMS) >= 30 and len({c.id for c in CLAIMS}) == len(CLAIMS)
     assert {c.paper for c in CLAIMS} >= {"LLA", "MELT"}
@@ -112,7 +112,8 @@ def test_the_registry_states_every_claim_once_and_names_real_columns():
               "melt_table3": melt_tables.TABLE3.csv_fields, "melt_table4": melt_tables.TABLE4.csv_fields,
               "melt_vs_lla": melt_tables.VERSUS.csv_fields, "table5": serving_tables.TABLE5.csv_fields,
               "table13": serving_tables.TABLE13.csv_fields,
-              "table3_huginn": table1.table_spec([], "Huginn-3.5B").csv_fields}
+              "table3_huginn": table1.table_spec([], "Huginn-3.5B").csv_fields,
+              "table8": rank_sweep.spec([]).csv_fields}
     for c in CLAIMS:
         for q in (c.quantity, c.minus):
             if q is None or not hasattr(q, "column"):
@@ -120,6 +121,35 @@ def test_the_registry_states_every_claim_once_and_names_real_columns():
             assert q.column in fields[q.table], (c.id, q.table, q.column)
             assert q.n is None or q.n in fields[q.table], (c.id, q.n)
             assert all(k in fields[q.table] for k, _ in q.row), (c.id, q.row)
+
+
+def test_table_8s_knee_and_its_1_33x_claim_read_the_sweep(tmp_path):
+    """The knee: 2.67x below 2x (independent samples: Newcombe's interval, wider than a paired one);
+    1.33x holds: its paired difference to the teacher within MARGIN."""
+    import csv
+
+    from loopkv.report import rank_sweep
+
+    rows = [{"method": "full", "budget": "1x", "arith_em": 0.8, "n_arith": 200},
+            {"method": "lla", "budget": "1.33x", "arith_em": 0.8, "n_arith": 200, "arith_em_vs_teacher": 0.0,
+             "arith_em_vs_teacher_lo": -0.01, "arith_em_vs_teacher_hi": 0.012},
+            {"method": "lla", "budget": "2x", "arith_em": 0.78, "n_arith": 200},
+            {"method": "lla", "budget": "2.67x", "arith_em": 0.5, "n_arith": 200}]
+    with open(tmp_path / "t8.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, rank_sweep.spec([]).csv_fields, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    reports = Reports({"table8": tmp_path / "t8.csv"})
+    by_id = {c.id: evaluate(c, reports, "tiny") for c in CLAIMS if c.id.startswith("lla-t8")}
+    assert by_id["lla-t8-knee-past-2x"].verdict == verdict.REPRODUCED          # .50 vs .78 on 200 items each
+    assert by_id["lla-t8-holds-1.33x"].verdict == verdict.REPRODUCED
+    rows[3]["arith_em"] = 0.8
+    with open(tmp_path / "t8.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, rank_sweep.spec([]).csv_fields, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    assert evaluate(next(c for c in CLAIMS if c.id == "lla-t8-knee-past-2x"), Reports({"table8": tmp_path / "t8.csv"}),
+                    "tiny").verdict == verdict.INCONCLUSIVE                    # .80 vs .78: no knee shown
 
 
 def test_a_bad_claim_is_refused():

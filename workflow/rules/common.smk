@@ -234,6 +234,8 @@ def claim_reports():
         reports["fig8_passkey"] = f"{REPORTS}/fig8_passkey.json"
     if config["on_policy"]["budgets"]:
         reports["table4"] = f"{REPORTS}/table4.csv"
+    if config["methods"]["rank_sweep"]:
+        reports["table8"] = f"{REPORTS}/table8.csv"
     return reports
 
 

@@ -11,7 +11,7 @@ from loopkv.claims.claim import Claim
 from loopkv.claims.evidence import Computed, cell
 from loopkv.report.paper_values import (HUGINN_HEAD_AXIS_ERROR, HUGINN_TABLE3, MELT_MEMORY, MELT_TABLE3, MELT_TABLE4,
                                         OURO_2_6B, OURO_2_6B_TEACHER_GSM8K, TABLE1, TABLE4, TABLE5_FOOTPRINT,
-                                        TABLE5_SPEED, TABLE7, TABLE12, TABLE13, FIG2_CROSS_LOOP)
+                                        TABLE5_SPEED, TABLE7, TABLE8, TABLE12, TABLE13, FIG2_CROSS_LOOP)
 
 MARGIN = 0.02   # "holds the teacher's accuracy": within two points (the papers' own 4x deltas are < 1 point)
 ARITH = "arithmetic-chain exact match (stand-in for GSM8K / MATH-500)"
@@ -255,6 +255,23 @@ register_claim(Claim(
     "lla-t7-holds-1.33x", "LLA", "Table 7", "At 1.33x, LLA matches the teacher on GSM8K",
     f"{TABLE7['lla', 1.33]['gsm8k']} vs teacher {TABLE7['full', 1.0]['gsm8k']}",
     _t7("lla", "1.33x", "gsm8k"), ">=", -MARGIN, minus=_t7("full", "1x", "gsm8k"), scale="paper"))
+
+# ---- LLA, Table 8 / Figure 5: the cold-start rank sweep and its knee
+def _t8(budget: str, column: str = "arith_em", n: str | None = "n_arith", bounded: bool = False):
+    method = "full" if budget == "1x" else "lla"
+    return cell("table8", column, n, bounded=bounded, method=method, budget=budget)
+
+
+register_claim(Claim(
+    "lla-t8-holds-1.33x", "LLA", "Table 8", "At 1.33x, a cold-start LLA codec keeps the teacher's accuracy",
+    f"GSM8K {TABLE8['lla', 1.33]['gsm8k']} vs teacher {TABLE8['full', 1.0]['gsm8k']}",
+    _t8("1.33x", "arith_em_vs_teacher", "n_arith", bounded=True), ">=", -MARGIN,
+    stand_in=ARITH + ", paired over the same items"))
+register_claim(Claim(
+    "lla-t8-knee-past-2x", "LLA", "Table 8",
+    "Past 2x the rank sweep has a knee: the 2.67x codec scores below the 2x codec",
+    f"GSM8K {TABLE8['lla', 2.67]['gsm8k']} vs {TABLE8['lla', 2.0]['gsm8k']}",
+    _t8("2.67x"), "<=", 0, minus=_t8("2x"), stand_in=ARITH))
 
 # ---- LLA, Figure 2: the cross-loop structure that motivates the codec
 register_claim(Claim(
