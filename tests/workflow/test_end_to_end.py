@@ -70,10 +70,10 @@ def test_editing_a_task_key_reruns_that_task_and_what_depends_on_it(finished):
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
     # cloze is evaluation-only: neither the teacher nor a codec is retrained; every evaluation reruns
     assert rerun_counts(finished, "edited.yaml") == {
-        "task_data": 1, "teacher_eval": 1, "teacher_depth": 1, "method_eval": 6, "table1": 1, "melt_eval": 8, "melt_table": 2,
-        "melt_vs_lla": 1, "on_policy_eval": 1, "table4_fig7": 1,
+        "task_data": 1, "teacher_eval": 1, "teacher_depth": 1, "method_eval": 6, "table1": 1, "table8": 1, "melt_eval": 8,
+        "melt_table": 2, "melt_vs_lla": 1, "on_policy_eval": 1, "table4_fig7": 1,
         "lm_eval_shard": 2, "lm_eval_merge": 2, "table7": 1, "agreement": 1, "claims": 1, "all": 1,   # the suite's cloze task, both models
-        **pages("table1", "melt_table3", "melt_table4", "melt_vs_lla", "table4", "table7", "teacher_depth")}
+        **pages("table1", "table8", "melt_table3", "melt_table4", "melt_vs_lla", "table4", "table7", "teacher_depth")}
 
 
 def test_figure2_is_built_from_the_calibration(finished):
@@ -94,8 +94,8 @@ def test_a_plotting_only_edit_redraws_and_retrains_nothing(finished):
     micro["report"] = {"dpi": 80}
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
     assert rerun_counts(finished, "edited.yaml") == {"fig2_spectra": 1, "fig_memory": 1, "fig8": 1,
-                                                                     "table4_fig7": 1, "claims": 1, "all": 1,
-                                                                     **pages("table12", "table4")}
+                                                                     "table4_fig7": 1, "table8": 1, "claims": 1, "all": 1,
+                                                                     **pages("table12", "table4", "table8")}
 
 
 def test_table1_is_built_from_every_cell(finished):
@@ -120,6 +120,26 @@ def test_table1_is_built_from_every_cell(finished):
     assert curve["provenance"]["config"]["method"] == "lla" and "calibration" in curve["provenance"]["inputs"]
 
 
+def test_table8_and_figure5_are_built_from_the_sweeps_cells(finished):
+    """micro's rank sweep [2x, 4x]: the 2x codec is MELT's comparison cell, 4x Table 1's, the same jobs;
+    each row is that cell's evaluation, its ranks from the codec's setting."""
+    import csv
+
+    rows = list(csv.DictReader(open(finished / "reports/table8.csv")))
+    assert [(r["method"], r["budget"], r["ranks"]) for r in rows[:3]] == [("full", "1x", ""), ("lla", "2x", "12/20"),
+                                                                         ("lla", "4x", "6/10")]
+    assert {r["budget"] for r in rows[3:]} == {"not run"} and float(rows[2]["paper_gsm8k"]) == 0.59
+    table1 = {(r["method"], r["budget"]): r for r in csv.DictReader(open(finished / "reports/table1.csv"))}
+    for key in ("arith_em", "kl_streamed", "kl_two_pass", "bytes_per_token"):
+        assert rows[2][key] == table1["lla", "4x"][key] and rows[0][key] == table1["full", "1x"][key]
+    two = json.loads((finished / "results/methods/lla/2x/quality.json").read_text())["metrics"]
+    assert float(rows[1]["arith_em"]) == two["arithmetic"]["exact_match"]
+    assert (finished / "reports/fig5_rank_sweep.png").read_bytes().startswith(b"\x89PNG")
+    claims = {r["id"]: r["verdict"] for r in csv.DictReader(open(finished / "reports/claims.csv"))}
+    # micro sweeps 2x and 4x only: the claims about 1.33x and 2.67x say so
+    assert claims["lla-t8-holds-1.33x"].startswith("not run") and claims["lla-t8-knee-past-2x"].startswith("not run")
+
+
 def test_a_distillation_edit_reruns_only_the_codec_cells(finished):
     micro = yaml.safe_load((finished / "micro.yaml").read_text())
     micro["distill"]["lambda_attn"] = 0.25
@@ -127,10 +147,10 @@ def test_a_distillation_edit_reruns_only_the_codec_cells(finished):
     # lla at 4x (Table 1) and at 2x (MELT's budget: melt_vs_lla and the memory figure)
     # ... and everything served from the 4x codec: on-policy, lla/4x's suite shards and passkey grid
     assert rerun_counts(finished, "edited.yaml") == {
-        "distill": 2, "method_eval": 2, "table1": 1, "melt_vs_lla": 1, "melt_memory": 1, "fig_memory": 1,
+        "distill": 2, "method_eval": 2, "table1": 1, "table8": 1, "melt_vs_lla": 1, "melt_memory": 1, "fig_memory": 1,
         "distill_on_policy": 1, "on_policy_eval": 1, "table4_fig7": 1, "lm_eval_shard": 7, "lm_eval_merge": 6,
         "table7": 1, "fig8": 1, "agreement": 1, "claims": 1, "all": 1,
-        **pages("table1", "melt_vs_lla", "table4", "table7", "table12")}
+        **pages("table1", "table8", "melt_vs_lla", "table4", "table7", "table12")}
 
 
 def test_a_resource_edit_reruns_nothing(finished):
@@ -165,9 +185,9 @@ def test_a_read_path_edit_reevaluates_only_the_lla_cells(finished):
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
     # the memory figure measures LLA on its latent capacity path whatever read_path says
     assert rerun_counts(finished, "edited.yaml") == {
-        "method_eval": 2, "table1": 1, "melt_vs_lla": 1, "on_policy_eval": 1, "table4_fig7": 1,
+        "method_eval": 2, "table1": 1, "table8": 1, "melt_vs_lla": 1, "on_policy_eval": 1, "table4_fig7": 1,
         "lm_eval_shard": 7, "lm_eval_merge": 6, "table7": 1, "fig8": 1, "agreement": 1, "claims": 1, "all": 1,
-        **pages("table1", "melt_vs_lla", "table4", "table7", "table12")}
+        **pages("table1", "table8", "melt_vs_lla", "table4", "table7", "table12")}
 
 
 def test_melt_tables_and_memory_are_built_from_the_recipes(finished):
