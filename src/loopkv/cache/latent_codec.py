@@ -112,6 +112,52 @@ class LatentCodec(nn.Module):
         return self.num_groups * (self.ranks["k"] + self.ranks["v"]) * element
 
     # -- initialisation ---------------------------------------------------------------------
+    INITS = ("svd", "svd_loop1", "random")   # LLA Table 10: the recipe's SVD init and its two ablations
+
+    @torch.no_grad()
+    def initialise(self, init: str, mean: dict[str, torch.Tensor], covariance: dict[str, torch.Tensor],
+                   seed: int = 0) -> None:
+        """The codec's starting point (LLA Table 10), every one with mu = the calibration mean:
+        svd: the top-r principal directions of the whole cross-loop vector (the recipe);
+        svd_loop1: loop 1's subspace for every loop: the top-r eigenvectors of diag(C_11, ..., C_11),
+        loop 1's covariance standing in for every loop's with no cross-loop terms (directions e_t x u_j,
+        loop 1's eigenvalue order, loops in order within a tie; only where the vector spans the loops);
+        random: seeded orthonormal directions (QR of a Gaussian), the same for W_down and W_up."""
+        if init not in self.INITS:
+            raise ValueError(f"init must be one of {self.INITS}, got {init!r}")
+        if init == "svd_loop1" and "loop" not in self.concat:
+            raise ValueError(f"svd_loop1 needs the loops inside the codec's vector; this codec's is {self.concat}")
+        if init == "random":
+            generator = torch.Generator().manual_seed(seed)
+            directions = {}
+            for kind in KINDS:
+                gauss = torch.randn(self.num_groups, self.width, self.ranks[kind], generator=generator, dtype=torch.float64)
+                directions[kind] = torch.linalg.qr(gauss).Q
+            self._set(mean, directions)
+        elif init == "svd_loop1":
+            self._set(mean, {kind: self._loop1_directions(covariance[kind], self.ranks[kind]) for kind in KINDS})
+        else:
+            self.init_from_moments(mean, covariance)
+
+    def _loop1_directions(self, covariance: torch.Tensor, rank: int) -> torch.Tensor:
+        """(G, width, rank): loop 1's top eigenvectors placed at every loop's rows, in eigenvalue order."""
+        rows = [self.loop_rows(t) for t in range(self.sizes["loop"])]
+        first = covariance.double()[:, rows[0]][:, :, rows[0]]                  # (G, d, d) = C_11
+        evecs = torch.linalg.eigh(first)[1].flip(-1)                            # descending eigenvalues
+        out = torch.zeros(self.num_groups, self.width, rank, dtype=torch.float64)
+        for column in range(rank):
+            j, t = divmod(column, len(rows))
+            out[:, rows[t], column] = evecs[:, :, j]
+        return out
+
+    @torch.no_grad()
+    def _set(self, mean: dict[str, torch.Tensor], directions: dict[str, torch.Tensor]) -> None:
+        for kind in KINDS:
+            mu, down, up = self.params(kind)
+            mu.copy_(mean[kind].to(mu.dtype))
+            down.copy_(directions[kind].to(down.dtype))
+            up.copy_(directions[kind].to(up.dtype))
+
     @torch.no_grad()
     def init_from_moments(self, mean: dict[str, torch.Tensor], covariance: dict[str, torch.Tensor]) -> None:
         """SVD initialisation: mu = calibration mean; W_down = W_up = the top-r principal directions

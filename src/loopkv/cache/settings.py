@@ -88,16 +88,17 @@ def new_codec(setting: dict, config) -> LatentCodec:
     return LatentCodec(model_sizes(config), LAYOUTS[layout], ranks)
 
 
-def svd_codec(setting: dict, config, calibration) -> LatentCodec:
-    """The codec initialised from calibration moments (the paper's SVD initialisation)."""
+def svd_codec(setting: dict, config, calibration, init: str = "svd", seed: int = 0) -> LatentCodec:
+    """The codec initialised from calibration moments: the paper's SVD initialisation, or one of LLA
+    Table 10's ablations of it (LatentCodec.initialise: svd_loop1, random with `seed`)."""
     codec = new_codec(setting, config)
     layout = method_class(setting["method"]).layout
     if layout not in calibration.layouts:
         raise LoopKVError(f"calibration has no moments for layout {layout!r} (needed by {setting['method']}); "
                           f"add it to calibration.layouts")
     moments = {kind: calibration.moments[layout, kind] for kind in ("k", "v")}
-    codec.init_from_moments({k: m.mean() for k, m in moments.items()},
-                            {k: m.covariance() for k, m in moments.items()})
+    codec.initialise(init, {k: m.mean() for k, m in moments.items()}, {k: m.covariance() for k, m in moments.items()},
+                     seed)
     return codec
 
 
