@@ -29,7 +29,7 @@ def wildcard_sets(command: str, cfg: dict):
     for method in METHODS:
         budget = "1x" if method == "full" else melt_budget_label(cfg) if method == "melt" else budgets[0]
         for stage in (1, 2):
-            yield {"method": method, "budget": budget, "task": task, "recipe": "full", "stage": stage,
+            yield {"method": method, "budget": budget, "task": task, "recipe": "full", "variant": "full", "stage": stage,
                    "which": 3 + stage - 1, "shard": 0, "shards": 1}
 
 

@@ -725,6 +725,16 @@ def _cell_problems(c: dict, budget: str, name: str) -> Iterator[str]:
 RANK_SWEEP_METHOD = "lla"   # LLA Table 8 sweeps the per-head codec's rank
 
 
+def ablation_variants(c: dict) -> list[str]:
+    """LLA Table 10's variants in table order: the recipe (the first that changes nothing), then the
+    others (a variant set to null left out); none when distill_ablations.budget is null."""
+    ablations = c["distill_ablations"]
+    variants = {name: change for name, change in ablations["variants"].items()
+                if change is not None and ablations["budget"] is not None}
+    recipe = [name for name, change in variants.items() if not change][:1]
+    return recipe + [name for name in variants if name not in recipe]
+
+
 def rank_sweep_cells(c: dict) -> list[tuple[str, str]]:
     """(method, budget) of Table 8's codec rows, in ratio order (the teacher's row is added by the table)."""
     budgets = c["methods"]["budgets"]
@@ -932,6 +942,26 @@ def _check_loop_depths(c: dict) -> Iterator[Problem]:
                "the teacher's evaluation is at it already; list the other depths")
 
 
+def _check_distill_ablations(c: dict) -> Iterator[Problem]:
+    """LLA Table 10: a budget LLA reaches (with each variant's K share), the recipe's row first."""
+    ablations = c["distill_ablations"]
+    variants = {name: change for name, change in ablations["variants"].items() if change is not None}
+    if not variants or ablations["budget"] is None:
+        return
+    budget = ablations["budget"]
+    if budget not in c["methods"]["budgets"]:
+        yield ("distill_ablations.budget",
+               f"unknown budget label {budget!r} (methods.budgets has {', '.join(c['methods']['budgets'])})")
+        return
+    if not any(not change for change in variants.values()):
+        yield ("distill_ablations.variants", "no variant is the recipe every other is compared with: add one that "
+                                             "changes nothing (e.g. full: {})")
+    for name, change in variants.items():
+        probe = {**c, "methods": {**c["methods"], "k_share": change.get("k_share", c["methods"]["k_share"])}}
+        for message in _cell_problems(probe, budget, RANK_SWEEP_METHOD):
+            yield f"distill_ablations.variants.{name}", message
+
+
 def _check_exit_prior(c: dict) -> Iterator[Problem]:
     """A prior over Ouro's exit loops: one weight a loop, on a model with an exit gate."""
     prior, loops = c["teacher"]["exit_prior"], c["model"]["arch"]["total_ut_steps"]
@@ -1028,7 +1058,7 @@ _SEMANTIC_CHECKS: list[Callable[[dict], Iterator[Problem]]] = [
     _check_packed_rows, _check_launch, _check_budgets, _check_methods, _check_melt, _check_lm_eval,
     _check_table1_benchmarks,
     _check_passkey_grid, _check_on_policy, _check_serve, _check_generation, _check_loop_depths, _check_kernel,
-    _check_exit_prior,
+    _check_exit_prior, _check_distill_ablations,
     _check_paper_models, _check_jobs,
 ]
 

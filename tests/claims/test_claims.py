@@ -103,7 +103,7 @@ def test_a_passkey_claim_on_a_method_the_grid_does_not_serve_is_not_run(tmp_path
 
 
 def test_the_registry_states_every_claim_once_and_names_real_columns():
-    from loopkv.report import exposure, melt_tables, rank_sweep, serving_tables, table1, table7
+    from loopkv.report import ablations, exposure, melt_tables, rank_sweep, serving_tables, table1, table7
 
     assert len(CLAIMS) >= 30 and len({c.id for c in CLAIMS}) == len(CLAIMS)
     assert {c.paper for c in CLAIMS} >= {"LLA", "MELT"}
@@ -113,7 +113,7 @@ def test_the_registry_states_every_claim_once_and_names_real_columns():
               "melt_vs_lla": melt_tables.VERSUS.csv_fields, "table5": serving_tables.TABLE5.csv_fields,
               "table13": serving_tables.TABLE13.csv_fields,
               "table3_huginn": table1.table_spec([], "Huginn-3.5B").csv_fields,
-              "table8": rank_sweep.spec([]).csv_fields}
+              "table8": rank_sweep.spec([]).csv_fields, "table10": ablations.SPEC.csv_fields}
     for c in CLAIMS:
         for q in (c.quantity, c.minus):
             if q is None or not hasattr(q, "column"):
@@ -150,6 +150,27 @@ def test_table_8s_knee_and_its_1_33x_claim_read_the_sweep(tmp_path):
         writer.writerows(rows)
     assert evaluate(next(c for c in CLAIMS if c.id == "lla-t8-knee-past-2x"), Reports({"table8": tmp_path / "t8.csv"}),
                     "tiny").verdict == verdict.INCONCLUSIVE                    # .80 vs .78: no knee shown
+
+
+def test_table_10s_claims_read_each_design_choice_by_the_papers_row(tmp_path):
+    """Each claim compares one ablation's best KL with the recipe's, its row found by what it changes
+    (paper_row), whatever the variant is called; a missing ablation is 'not run'."""
+    import csv
+
+    from loopkv.report import ablations
+
+    rows = [{"variant": "recipe", "paper_row": "full", "kl_best": 0.01},
+            {"variant": "rnd", "paper_row": "random_init", "kl_best": 0.08},
+            {"variant": "sym", "paper_row": "symmetric", "kl_best": 0.009}]
+    with open(tmp_path / "t10.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, ablations.SPEC.csv_fields, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    reports = Reports({"table10": tmp_path / "t10.csv"})
+    by_id = {c.id: evaluate(c, reports, "tiny").verdict for c in CLAIMS if c.id.startswith("lla-t10")}
+    assert by_id["lla-t10-svd-beats-random"] == verdict.REPRODUCED
+    assert by_id["lla-t10-asymmetric-beats-symmetric"] == verdict.CONTRADICTED     # .009 < .010
+    assert by_id["lla-t10-svd-beats-loop1"].startswith("not run")
 
 
 def test_a_bad_claim_is_refused():

@@ -17,6 +17,7 @@ def test_default_target_plans_data_and_teacher(workdir):
     assert jobs == {"corpus": 1, "tokenizer": 1, "task_data": 3, "teacher_pretrain": 1, "teacher_eval": 1,
                     "calibrate": 1, "cross_loop_structure": 1, "fig2_spectra": 1, "distill": 12,
                     "method_eval": 17, "table1": 1, "table8": 1, "melt_stage1": 7, "melt_stage2": 7, "melt_eval": 8,
+                    "distill_ablation": 5, "table10": 1,   # Table 10: the recipe and four ablations at 4x
                     "melt_table": 2, "melt_vs_lla": 1, "melt_memory": 1, "fig_memory": 1,
                     # the suite: 11 benchmarks (BBH needs an sdist PyPI no longer serves); 2 models x 16
                     # shards (Table 7) + 14 passkey-grid models
@@ -28,7 +29,7 @@ def test_default_target_plans_data_and_teacher(workdir):
                     "claims_html": 1, **{f"{name}_html": 1 for name in HTML_TABLES}}
 
 
-HTML_TABLES = ("table1", "table8", "table4", "table7", "table12", "table5", "table13", "melt_table3", "melt_table4", "melt_vs_lla")
+HTML_TABLES = ("table1", "table8", "table10", "table4", "table7", "table12", "table5", "table13", "melt_table3", "melt_table4", "melt_vs_lla")
 
 
 def test_table1_cells_follow_the_config(workdir):

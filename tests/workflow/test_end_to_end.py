@@ -94,8 +94,8 @@ def test_a_plotting_only_edit_redraws_and_retrains_nothing(finished):
     micro["report"] = {"dpi": 80}
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
     assert rerun_counts(finished, "edited.yaml") == {"fig2_spectra": 1, "fig_memory": 1, "fig8": 1,
-                                                                     "table4_fig7": 1, "table8": 1, "claims": 1, "all": 1,
-                                                                     **pages("table12", "table4", "table8")}
+                                                                     "table4_fig7": 1, "table8": 1, "table10": 1, "claims": 1,
+                                                                     "all": 1, **pages("table12", "table4", "table8", "table10")}
 
 
 def test_table1_is_built_from_every_cell(finished):
@@ -140,6 +140,24 @@ def test_table8_and_figure5_are_built_from_the_sweeps_cells(finished):
     assert claims["lla-t8-holds-1.33x"].startswith("not run") and claims["lla-t8-knee-past-2x"].startswith("not run")
 
 
+def test_table10_reads_each_variants_curve(finished):
+    """micro's Table 10: the recipe and random init at 4x, 2 steps each, from the same calibration."""
+    import csv
+
+    rows = list(csv.DictReader(open(finished / "reports/table10.csv")))
+    assert [(r["variant"], r["init"], r["paper_row"]) for r in rows] == [("full", "svd", "full"),
+                                                                         ("random_init", "random", "random_init")]
+    for row in rows:
+        curve = json.loads((finished / f"results/ablations/lla/4x/{row['variant']}/curve.json").read_text())
+        assert float(row["kl_init"]) == curve["curve"]["heldout"][0]["kl"] and float(row["kl_best"]) == curve["best"]["kl"]
+        assert curve["recipe"]["steps"] == 2 and curve["provenance"]["config"]["distill"]["init"] == row["init"]
+    # the recipe's init is Table 1's codec at step 0: the same SVD of the same calibration
+    table1 = json.loads((finished / "results/distill/lla/4x/curve.json").read_text())
+    assert float(rows[0]["kl_init"]) == table1["curve"]["heldout"][0]["kl"]
+    assert float(rows[1]["kl_init"]) > float(rows[0]["kl_init"])      # random directions reconstruct worse
+    assert (finished / "reports/fig12_ablation_curves.png").read_bytes().startswith(b"\x89PNG")
+
+
 def test_a_distillation_edit_reruns_only_the_codec_cells(finished):
     micro = yaml.safe_load((finished / "micro.yaml").read_text())
     micro["distill"]["lambda_attn"] = 0.25
@@ -150,7 +168,8 @@ def test_a_distillation_edit_reruns_only_the_codec_cells(finished):
         "distill": 2, "method_eval": 2, "table1": 1, "table8": 1, "melt_vs_lla": 1, "melt_memory": 1, "fig_memory": 1,
         "distill_on_policy": 1, "on_policy_eval": 1, "table4_fig7": 1, "lm_eval_shard": 7, "lm_eval_merge": 6,
         "table7": 1, "fig8": 1, "agreement": 1, "claims": 1, "all": 1,
-        **pages("table1", "table8", "melt_vs_lla", "table4", "table7", "table12")}
+        "distill_ablation": 2, "table10": 1,   # Table 10's two variants distil with the same lambda_attn
+        **pages("table1", "table8", "table10", "melt_vs_lla", "table4", "table7", "table12")}
 
 
 def test_a_resource_edit_reruns_nothing(finished):

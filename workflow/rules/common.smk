@@ -5,8 +5,8 @@ import shlex
 import sys
 
 from loopkv.cache.registry import codec_methods
-from loopkv.config import (load_config, melt_budget_label, rank_sweep_cells, table1_benchmark_tasks,
-                           workflow_file_problems)
+from loopkv.config import (ablation_variants, load_config, melt_budget_label, rank_sweep_cells,
+                           table1_benchmark_tasks, workflow_file_problems)
 from loopkv.data.benchmarks import BENCHMARKS, source_file as bench_source_file
 from loopkv.eval.lm_tasks import split_task_id, task_id as lm_task_id
 from loopkv.train.melt_recipes import final_stage, recipe_names, stage_owner, table_members
@@ -103,6 +103,7 @@ localrules:
     fig2_spectra,
     table1,
     table8,
+    table10,
     melt_table,
     melt_vs_lla,
     fig_memory,
@@ -183,6 +184,7 @@ def default_targets():
     suite += [f"{REPORTS}/table4.pdf"] if config["on_policy"]["budgets"] else []
     suite += [f"{REPORTS}/agreement.json"] if agreement_pairs() else []
     suite += [f"{REPORTS}/table8.pdf", f"{REPORTS}/fig5_rank_sweep.pdf"] if config["methods"]["rank_sweep"] else []
+    suite += [f"{REPORTS}/table10.pdf", f"{REPORTS}/fig12_ablation_curves.pdf"] if DISTILL_ABLATIONS else []
     serving = [f"{REPORTS}/table5.pdf", f"{REPORTS}/table13.pdf"]
     claims = [f"{REPORTS}/claims.md"]
     # the pages of the HTML report: `snakemake --report` shows what the jobs of this DAG wrote
@@ -204,6 +206,8 @@ def report_tables():
         tables["teacher_depth"] = ("lla", "The teacher at each test-time depth")
     if config["methods"]["rank_sweep"]:
         tables["table8"] = ("lla", "LLA Table 8: the cold-start rank sweep")
+    if DISTILL_ABLATIONS:
+        tables["table10"] = ("lla", "LLA Table 10: design ablations of the recipe")
     if config["on_policy"]["budgets"]:
         tables["table4"] = ("lla", "LLA Table 4: off- vs on-policy distillation")
     if LM_MODELS and LM_TASK_DATA:
@@ -236,6 +240,8 @@ def claim_reports():
         reports["table4"] = f"{REPORTS}/table4.csv"
     if config["methods"]["rank_sweep"]:
         reports["table8"] = f"{REPORTS}/table8.csv"
+    if DISTILL_ABLATIONS:
+        reports["table10"] = f"{REPORTS}/table10.csv"
     return reports
 
 
@@ -263,6 +269,15 @@ def table8_benchmark_results():
     """Table 1's GSM8K task (methods.table1_benchmarks.gsm8k), Table 8's real column, for every Table 8 cell."""
     task = config["methods"]["table1_benchmarks"]["gsm8k"]
     return [R(f"lm_eval/{m}/{b}/{task}.json") for m, b in table8_cells()] if task else []
+
+
+DISTILL_ABLATIONS = ablation_variants(config)   # LLA Table 10's variants, the recipe first
+
+
+def table10_curves():
+    """The distillation curve of every Table 10 variant (LLA at distill_ablations.budget), in table order."""
+    budget = config["distill_ablations"]["budget"]
+    return [R(f"ablations/lla/{budget}/{v}/curve.json") for v in DISTILL_ABLATIONS]
 
 
 def table8_cells():

@@ -37,6 +37,39 @@ rule distill:
         " --checkpoints {params.checkpoints:q} --threads {threads:q} --ranks {resources.ranks:q} --no-progress --device {resources.device:q} > {log:q} 2>&1"
 
 
+# LLA Table 10's variants: the distill rule's command with one thing changed, on the short schedule
+rule distill_ablation:
+    input:
+        teacher=f"{teacher_dir()}/config.json",
+        calibration=R("calibration/calibration.pt"),
+        corpus=R("data/corpus/manifest.json"),
+        tasks=expand(R("data/tasks/{task}/manifest.json"), task=DISTILL_TASKS),
+    output:
+        codec=R("ablations/{method}/{budget}/{variant}/codec.pt"),
+        curve=R("ablations/{method}/{budget}/{variant}/curve.json"),
+    wildcard_constraints:
+        method="lla",
+        variant="|".join(DISTILL_ABLATIONS) or "^$",
+    params:
+        cfg=job_cfg("distill-ablation"),
+        teacher=parent("teacher"),
+        corpus=parent("corpus"),
+        tasks=task_args({t: R(f"data/tasks/{t}") for t in DISTILL_TASKS}),
+        checkpoints=lambda w: R(f"ablations/{w.method}/{w.budget}/{w.variant}/checkpoints"),
+    threads: job_threads("distill")
+    resources:
+        **job_resources("distill-ablation"),
+    log:
+        f"{LOGS}/ablations/{{method}}_{{budget}}_{{variant}}.log",
+    benchmark:
+        f"{LOGS}/benchmarks/ablations/{{method}}_{{budget}}_{{variant}}.tsv"
+    shell:
+        "loopkv distill-ablation --cfg {params.cfg:q} --method {wildcards.method:q} --budget {wildcards.budget:q}"
+        " --variant {wildcards.variant:q} --teacher {params.teacher:q} --calibration {input.calibration:q}"
+        " --corpus {params.corpus:q} {params.tasks} --out {output.codec:q} --curve {output.curve:q}"
+        " --checkpoints {params.checkpoints:q} --threads {threads:q} --ranks {resources.ranks:q} --no-progress --device {resources.device:q} > {log:q} 2>&1"
+
+
 rule method_eval:
     input:
         unpack(method_eval_codec),

@@ -48,6 +48,29 @@ rule table8:
         " --fig-pdf {output.fig_pdf:q} --fig-png {output.fig_png:q} > {log:q} 2>&1"
 
 
+rule table10:
+    input:
+        curves=table10_curves(),
+    output:
+        pdf=f"{REPORTS}/table10.pdf",
+        csv=f"{REPORTS}/table10.csv",
+        tex=f"{REPORTS}/table10.tex",
+        fig_pdf=f"{REPORTS}/fig12_ablation_curves.pdf",
+        fig_png=report(f"{REPORTS}/fig12_ablation_curves.png", caption="../report/fig12_ablation_curves.rst",
+                       category=REPORT_CATEGORIES["lla"], labels={"result": "LLA Figure 12: held-out KL of each ablation"}),
+    params:
+        cfg=job_cfg("table10"),
+        curves=flag_args(("--curve", f"{v}={path}") for v, path in zip(DISTILL_ABLATIONS, table10_curves())),
+    log:
+        f"{LOGS}/report/table10.log",
+    benchmark:
+        f"{LOGS}/benchmarks/report/table10.tsv"
+    shell:
+        "loopkv table10 --cfg {params.cfg:q} {params.curves}"
+        " --pdf {output.pdf:q} --csv {output.csv:q} --tex {output.tex:q}"
+        " --fig-pdf {output.fig_pdf:q} --fig-png {output.fig_png:q} > {log:q} 2>&1"
+
+
 rule agreement:
     input:
         pairs=[path for pair in agreement_pairs() for path in pair],

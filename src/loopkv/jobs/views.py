@@ -68,3 +68,24 @@ def melt_table(config: Mapping, which: int | str, **_) -> list:
         reads = gate_variant(r["gate"]).reads_ema_decay
         rows.append([name, {k: v for k, v in r.items() if k != "ema_decay" or reads}])
     return rows
+
+
+def distill_ablation(config: Mapping, variant: str, **_) -> dict:
+    """One LLA Table 10 variant's distillation settings: distill.* on the short schedule
+    (distill_ablations.steps / eval_every, the warm-up capped at the steps), its lambda_attn, and its
+    codec init (svd unless it says otherwise)."""
+    ablations = config["distill_ablations"]
+    if ablations["variants"].get(variant) is None:
+        raise LoopKVError(f"distill_ablations.variants has no variant {variant!r}")
+    change = ablations["variants"][variant]
+    recipe = dict(config["distill"])
+    recipe.update(steps=ablations["steps"], eval_every=ablations["eval_every"],
+                  checkpoint_every=ablations["eval_every"], warmup_steps=min(recipe["warmup_steps"], ablations["steps"]))
+    recipe["lambda_attn"] = change.get("lambda_attn", recipe["lambda_attn"])
+    recipe["init"] = change.get("init", "svd")
+    return recipe
+
+
+def distill_ablation_k_share(config: Mapping, variant: str, **_) -> float:
+    """K's share of the latent budget of one Table 10 variant (methods.k_share unless it says otherwise)."""
+    return config["distill_ablations"]["variants"][variant].get("k_share", config["methods"]["k_share"])

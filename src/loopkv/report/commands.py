@@ -36,6 +36,12 @@ TABLE8 = JobSpec(
     inputs=TABLE1.inputs,
     outputs=_table_files("pdf", "csv", "tex", "fig-pdf", "fig-png"))
 
+TABLE10 = JobSpec(
+    "table10", "LLA Table 10 and Figure 12 (the design ablations) from the variants' distillation curves",
+    reads=(_DPI,),
+    inputs=(Arg("curve", "VARIANT=curve.json of each distill_ablations variant, the recipe's first", kind="named"),),
+    outputs=_table_files("pdf", "csv", "tex", "fig-pdf", "fig-png"))
+
 TABLE7 = JobSpec(
     "table7", "LLA Table 7 (the broad suite) from merged lm-eval results",
     inputs=(Arg("results", "lm-eval-merge JSONs (one per model and task)", kind="paths"),),
@@ -117,7 +123,7 @@ FIG_MEMORY = JobSpec(
 
 
 def register(sub) -> None:
-    for spec, body in ((TABLE1, _table1), (TABLE8, _table8), (TABLE7, _table7), (MELT_TABLE1, _melt_table1),
+    for spec, body in ((TABLE1, _table1), (TABLE8, _table8), (TABLE10, _table10), (TABLE7, _table7), (MELT_TABLE1, _melt_table1),
                        (CHECK_AGREEMENT, _check_agreement),
                        (TABLE5, _table5), (TABLE13, _table13), (FIG8, _fig8), (TABLE4_FIG7, _table4_fig7),
                        (MELT_TABLE, _melt_table), (MELT_VS_LLA, _melt_vs_lla), (FIG_MEMORY, _fig_memory),
@@ -315,6 +321,21 @@ def _table8(job) -> None:
         tables.write_all(rows, rank_sweep.spec(rows), rank_sweep.note(rows, paper_model), title, pdf, csv_path, tex)
     with atomic_path(args.fig_pdf) as pdf, atomic_path(args.fig_png) as png:
         rank_sweep.plot(rows, pdf, png, job.cfg["report"]["dpi"], paper_model)
+
+
+def _table10(job) -> None:
+    from loopkv.report import ablations, tables
+
+    args = job.args
+    curves = {variant: read_json(path, "curve", {"setting": {"kwargs": dict, "budget": str}, "best": {"kl": float},
+                                                "curve": {"heldout": list}, "recipe": dict})
+              for variant, path in job.named("curve").items()}
+    rows = ablations.build_rows(curves)
+    title = "LLA Table 10, design ablations of the recipe: our held-out KLs (left) beside the paper's (right)"
+    with atomic_path(args.pdf) as pdf, atomic_path(args.csv) as csv_path, atomic_path(args.tex) as tex:
+        tables.write_all(rows, ablations.SPEC, ablations.note(rows), title, pdf, csv_path, tex)
+    with atomic_path(args.fig_pdf) as pdf, atomic_path(args.fig_png) as png:
+        ablations.plot(rows, curves, pdf, png, job.cfg["report"]["dpi"])
 
 
 def _table1(job) -> None:

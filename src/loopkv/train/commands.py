@@ -32,6 +32,18 @@ DISTILL = JobSpec(
     outputs=_CODEC_OUT,
     threads="distill.threads", ranks=True, device=True, size="train", progress=True, checkpoints=True)
 
+DISTILL_ABLATION = JobSpec(
+    "distill-ablation", "distil one LLA Table 10 variant's codec: the recipe on a short schedule, one thing changed",
+    # MethodKeys first: the variant's K share (a View at methods.k_share) replaces the shared one
+    reads=("seed", "model.dtype", MethodKeys(served=False),
+           View("distill", "loopkv.jobs.views:distill_ablation", depends=("distill", "distill_ablations")),
+           View("methods.k_share", "loopkv.jobs.views:distill_ablation_k_share",
+                depends=("methods.k_share", "distill_ablations"))),
+    wildcards=(_METHOD, _BUDGET, Arg("variant", "a distill_ablations.variants name", kind="value")),
+    inputs=(_TEACHER, Arg("calibration", "calibration state (.pt) for the init"), _CORPUS, _TASKS),
+    outputs=_CODEC_OUT,
+    threads="distill.threads", ranks=True, device=True, size="train", progress=True, checkpoints=True)
+
 DISTILL_ON_POLICY = JobSpec(
     "distill-on-policy",
     "continue a distilled codec on the student's own generations (LLA Eq. 6-7; DeepSpeed, resumable)",
@@ -60,6 +72,7 @@ MELT_TRAIN = JobSpec(
 def register(sub) -> None:
     add_command(sub, TEACHER_PRETRAIN, _pretrain)
     add_command(sub, DISTILL, _distill)
+    add_command(sub, DISTILL_ABLATION, _distill_ablation)
     add_command(sub, DISTILL_ON_POLICY, _distill_on_policy)
     add_command(sub, MELT_TRAIN, _melt_train)
 
@@ -76,6 +89,22 @@ def _pretrain(job) -> None:
 
 
 def _distill(job) -> None:
+    _distill_job(job, job.cfg["distill"], "svd", ("distill", job.args.method, job.args.budget))
+
+
+def _distill_ablation(job) -> None:
+    from loopkv.errors import LoopKVError
+
+    if job.args.method != "lla":
+        raise LoopKVError(f"LLA Table 10's variants are of lla's codec, not {job.args.method}'s")
+    cfg = dict(job.cfg["distill"])
+    init = cfg.pop("init")   # the variant's codec init; the rest is the distillation's settings
+    _distill_job(job, cfg, init, ("distill-ablation", job.args.method, job.args.budget, job.args.variant))
+
+
+def _distill_job(job, cfg: dict, init: str, stream: tuple[str, ...]) -> None:
+    """Distil the job's (method, budget) codec with distillation settings `cfg` from its `init`
+    (LatentCodec.initialise), seeded by `stream`."""
     import torch
 
     from loopkv.analysis.calibration import load_calibration
@@ -86,15 +115,18 @@ def _distill(job) -> None:
     from loopkv.errors import LoopKVError
     from loopkv.models.loading import load_teacher
     from loopkv.train.distill import distill_codec
+    from loopkv.utils.seeding import derive_seed
 
-    args, device, cfg = job.args, job.device, job.cfg["distill"]
+    args, device = job.args, job.device
     if args.method not in codec_methods():
         raise LoopKVError(f"{args.method} has no codec to distil (codec methods: {', '.join(codec_methods())})")
-    job.seed_everything("distill", args.method, args.budget)
+    job.seed_everything(*stream)
     model = load_teacher(args.teacher, job.cfg["model"]["dtype"], device)
     tokenizer = load_tokenizer(args.teacher)
     setting = configured_setting(job.cfg["methods"], args.method, args.budget, model.config)
-    codec = svd_codec(setting, model.config, load_calibration(args.calibration)).to(device=device, dtype=model.dtype)
+    codec = svd_codec(setting, model.config, load_calibration(args.calibration), init,
+                      derive_seed(job.seed, "codec-init", *stream[1:]))
+    codec = codec.to(device=device, dtype=model.dtype)
     view = make_cache(args.method, model.config, codec=codec)
 
     batches, val = _training_rows(tokenizer, args.corpus, job.named("task"), cfg, job.seed, "distill")
@@ -106,6 +138,7 @@ def _distill(job) -> None:
     with atomic_path(args.out) as tmp:
         torch.save({"setting": setting, "codec_state": result["codec_state"], "best": result["best"]}, tmp)
     write_json(args.curve, {"setting": setting, "best": result["best"], "curve": result["curve"],
+                            "recipe": {"init": init, "lambda_attn": cfg["lambda_attn"], "steps": cfg["steps"]},
                             "ranks": world_size(), "provenance": job.prov.block()})
 
 
@@ -173,6 +206,7 @@ def _distill_on_policy(job) -> None:
         torch.save({"setting": setting, "codec_state": result["codec_state"], "best": result["best"],
                     "on_policy": True}, tmp)
     write_json(args.curve, {"setting": setting, "best": result["best"], "curve": result["curve"],
+                            "recipe": {"init": init, "lambda_attn": cfg["lambda_attn"], "steps": cfg["steps"]},
                             "ranks": world_size(), "init_best": saved["best"], "prompt_lengths": skipped,
                             "provenance": job.prov.block()})
 
