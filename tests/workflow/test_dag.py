@@ -15,7 +15,7 @@ def test_default_target_plans_data_and_teacher(workdir):
     # MELT: 8 recipes, 7 stage-1 jobs (no_stage2 shares the full recipe's), 7 stage-2 jobs; its
     # comparison methods sit at 4x, which Table 1 already evaluates
     assert jobs == {"corpus": 1, "tokenizer": 1, "task_data": 3, "teacher_pretrain": 1, "teacher_eval": 1,
-                    "calibrate": 1, "cross_loop_structure": 1, "fig2_spectra": 1, "distill": 12,
+                    "calibrate": 1, "cross_loop_structure": 1, "fig2_spectra": 1, "fig3_trajectories": 1, "distill": 12,
                     "method_eval": 17, "table1": 1, "table8": 1, "melt_stage1": 7, "melt_stage2": 7, "melt_eval": 8,
                     "distill_ablation": 5, "table10": 1,   # Table 10: the recipe and four ablations at 4x
                     "melt_table": 2, "melt_vs_lla": 1, "melt_memory": 1, "fig_memory": 1,

@@ -54,3 +54,21 @@ rule fig2_spectra:
         f"{LOGS}/benchmarks/report/{CROSS_LOOP_FIGURE}.tsv"
     shell:
         "loopkv plot-cross-loop --cfg {params.cfg:q} --structure {input:q} --figure {output.pdf:q} > {log:q} 2>&1"
+
+
+rule fig3_trajectories:
+    input:
+        R("analysis/cross_loop_structure.json"),
+    output:
+        pdf=f"{REPORTS}/fig3_trajectories.pdf",
+        png=report(f"{REPORTS}/fig3_trajectories.png", caption="../report/fig3_trajectories.rst",
+                   category=REPORT_CATEGORIES["lla"], labels={"result": "LLA Figure 3: cross-loop trajectories"}),
+    params:
+        cfg=job_cfg("plot-trajectories"),
+    log:
+        f"{LOGS}/report/fig3_trajectories.log",
+    benchmark:
+        f"{LOGS}/benchmarks/report/fig3_trajectories.tsv"
+    shell:
+        "loopkv plot-trajectories --cfg {params.cfg:q} --structure {input:q} --pdf {output.pdf:q} --png {output.png:q}"
+        " > {log:q} 2>&1"

@@ -101,6 +101,7 @@ localrules:
     all,
     cross_loop_structure,
     fig2_spectra,
+    fig3_trajectories,
     table1,
     table8,
     table10,
@@ -189,7 +190,8 @@ def default_targets():
     claims = [f"{REPORTS}/claims.md"]
     # the pages of the HTML report: `snakemake --report` shows what the jobs of this DAG wrote
     html = [f"{REPORTS}/claims.html"] + [f"{REPORTS}/{name}.html" for name in report_tables()]
-    return teacher + [f"{REPORTS}/{CROSS_LOOP_FIGURE}.pdf", f"{REPORTS}/{LLA_TABLE}.pdf"] + melt + suite + serving + claims + html
+    figures = [f"{REPORTS}/{CROSS_LOOP_FIGURE}.pdf", f"{REPORTS}/fig3_trajectories.pdf"]
+    return teacher + figures + [f"{REPORTS}/{LLA_TABLE}.pdf"] + melt + suite + serving + claims + html
 
 
 # ---- the HTML report (`snakemake --report`): the claims page, every table's page (report.smk) and

@@ -29,12 +29,19 @@ PLOT_CROSS_LOOP = JobSpec(
     inputs=(Arg("structure", "cross-loop-structure's JSON"),),
     outputs=(Arg("figure", "PDF path; a PNG is written beside it"),))
 
+PLOT_TRAJECTORIES = JobSpec(
+    "plot-trajectories", "LLA Figure 3 (cross-loop trajectories) from cross-loop-structure's JSON",
+    reads=("report.dpi",),
+    inputs=(Arg("structure", "cross-loop-structure's JSON"),),
+    outputs=(Arg("pdf", "the figure (PDF)"), Arg("png", "the figure (PNG)")))
+
 
 def register(sub) -> None:
     add_command(sub, CALIBRATE, _calibrate)
 
     add_command(sub, CROSS_LOOP_STRUCTURE, _structure)
     add_command(sub, PLOT_CROSS_LOOP, _plot)
+    add_command(sub, PLOT_TRAJECTORIES, _plot_trajectories)
 
 
 def _calibrate(job) -> None:
@@ -112,3 +119,15 @@ def _plot(job) -> None:
         # the structure's paper values are Figure 2's (Ouro-1.4B); LLA Figure 4 (Huginn) states none
         paper = None if job.cfg["report"]["paper_model"].startswith("Huginn") else structure["paper"]
         plot_cross_loop_structure(structure["measured"], paper, pdf, png, dpi=job.cfg["report"]["dpi"])
+
+
+def _plot_trajectories(job) -> None:
+    from loopkv.report import fig_trajectories
+    from loopkv.utils.checked_io import read_json
+
+    args = job.args
+    structure = read_json(args.structure, "cross-loop structure", fields=STRUCTURE_FIELDS)
+    fig_trajectories.check(structure["measured"], f"cross-loop structure {args.structure}")
+    with atomic_path(args.pdf) as pdf, atomic_path(args.png) as png:
+        fig_trajectories.plot(structure["measured"], pdf, png, job.cfg["report"]["dpi"],
+                              structure["measured"].get("title", "teacher's K/V"))
