@@ -147,3 +147,33 @@ def test_on_and_off_alike_on_every_item_leave_on_policy_helps_inconclusive(tmp_p
     reports = Reports({"table4": tmp_path / "t.csv"})
     helps = next(c for c in CLAIMS if c.id == "lla-t4-on-policy-helps-4x")
     assert evaluate(helps, reports, "tiny").verdict == verdict.INCONCLUSIVE
+
+
+def test_figure_11_points_carry_their_interval_and_each_policys_pareto_front(tmp_path):
+    """Figure 11: one point per (policy, budget) and the teacher's, accuracy its items' mean with its
+    Wilson interval (scipy's, the reference; 4 of 4 right keeps a width a bootstrap would lose); the front
+    keeps a point unless another of its policy has fewer bytes and at least its accuracy."""
+    from scipy.stats import binomtest
+
+    from loopkv.report import pareto
+
+    teacher = _samples([True] * 4, [True] * 4, [3, 5, 9, 12])
+    four, two = _cell(4.0), _cell(2.0)
+    four["off"].update(budget="4x", bytes_per_token=128)
+    two["off"] = {**two["off"], "budget": "2x", "bytes_per_token": 256}
+    two["on_samples"] = _samples([True, False, False, False], [True] * 4, [3, 5, 9, 12])   # .25 at 2x on-policy
+    pts = pareto.points([four, two], teacher, 512)
+    assert [(p["policy"], p["budget"], p["bytes_per_token"], p["accuracy"]) for p in pts] == [
+        ("teacher", "1x", 512, 1.0), ("off", "4x", 128, 0.25), ("on", "4x", 128, 0.75), ("off", "2x", 256, 0.25),
+        ("on", "2x", 256, 0.25)]
+    for p, right in ((pts[0], 4), (pts[2], 3)):
+        ci = binomtest(right, 4).proportion_ci(confidence_level=0.95, method="wilson")
+        assert (p["lo"], p["hi"]) == pytest.approx((ci.low, ci.high)) and p["n"] == 4
+    assert pts[0]["lo"] < 0.6                                  # not collapsed at 4 of 4
+    # off-policy: 2x has more bytes and no more accuracy than 4x, so it is off the front; on-policy likewise
+    assert {(p["policy"], p["budget"]): p["pareto"] for p in pts if p["policy"] != "teacher"} == {
+        ("off", "4x"): True, ("off", "2x"): False, ("on", "4x"): True, ("on", "2x"): False}
+    pareto.plot(pts, tmp_path / "p.pdf", tmp_path / "p.png", 50, "arithmetic")
+    first = (tmp_path / "p.pdf").read_bytes()
+    pareto.plot(pts, tmp_path / "p.pdf", tmp_path / "p.png", 50, "arithmetic")
+    assert first.startswith(b"%PDF") and (tmp_path / "p.pdf").read_bytes() == first

@@ -79,6 +79,10 @@ rule table4_fig7:
         fig_png=report(f"{REPORTS}/fig7_exposure.png", caption="../report/fig7_exposure.rst",
                        category=REPORT_CATEGORIES["lla"], labels={"result": "LLA Figure 7: exposure curves"}),
         fig_json=f"{REPORTS}/fig7_exposure.json",
+        pareto_pdf=f"{REPORTS}/fig11_pareto.pdf",
+        pareto_png=report(f"{REPORTS}/fig11_pareto.png", caption="../report/fig11_pareto.rst",
+                          category=REPORT_CATEGORIES["lla"], labels={"result": "LLA Figure 11: on-policy rank Pareto"}),
+        pareto_json=f"{REPORTS}/fig11_pareto.json",
     params:
         cfg=job_cfg("table4-fig7"),
         # on a benchmark: its lm-eval results (teacher, off-, on-policy) and the tokenizer counting their tokens
@@ -94,4 +98,6 @@ rule table4_fig7:
         "loopkv table4-fig7 --cfg {params.cfg:q} --teacher-samples {input.teacher:q} --off {input.off:q} --on {input.on:q}"
         " --off-curves {input.off_curves:q} --on-curves {input.on_curves:q} {params.bench}"
         " --table-pdf {output.table_pdf:q} --table-csv {output.table_csv:q} --table-tex {output.table_tex:q}"
-        " --fig-pdf {output.fig_pdf:q} --fig-png {output.fig_png:q} --fig-json {output.fig_json:q} > {log:q} 2>&1"
+        " --fig-pdf {output.fig_pdf:q} --fig-png {output.fig_png:q} --fig-json {output.fig_json:q}"
+        " --pareto-pdf {output.pareto_pdf:q} --pareto-png {output.pareto_png:q} --pareto-json {output.pareto_json:q}"
+        " > {log:q} 2>&1"

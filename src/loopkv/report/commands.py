@@ -91,7 +91,8 @@ TABLE4_FIG7 = JobSpec(
             Arg("bench-off", "off-policy codecs' merged lm-eval results, per budget in order", kind="paths", required=False),
             Arg("bench-on", "on-policy codecs' merged lm-eval results, same order", kind="paths", required=False),
             Arg("tokenizer", "the teacher's directory: its tokenizer counts the generated tokens", required=False)),
-    outputs=_table_files("table-pdf", "table-csv", "table-tex", "fig-pdf", "fig-png", "fig-json"))
+    outputs=_table_files("table-pdf", "table-csv", "table-tex", "fig-pdf", "fig-png", "fig-json", "pareto-pdf",
+                         "pareto-png", "pareto-json"))
 
 MELT_TABLE = JobSpec(
     "melt-table", "MELT Table 3 (gates) or 4 (components) from the recipes' evaluations",
@@ -136,7 +137,7 @@ def _train_max(job) -> int:
 
 
 def _table4_fig7(job) -> None:
-    from loopkv.report import exposure, tables
+    from loopkv.report import exposure, pareto, tables
     from loopkv.utils.atomic import write_json
 
     def samples_of(quality_path):   # quality.json -> its quality_samples.json beside it
@@ -163,6 +164,10 @@ def _table4_fig7(job) -> None:
     title = "LLA Table 4, off- vs on-policy distillation: our measurements (left) beside the paper's (right)"
     with atomic_path(args.table_pdf) as pdf, atomic_path(args.table_csv) as csv_path, atomic_path(args.table_tex) as tex:
         tables.write_all(rows, exposure.table_spec(source), exposure.table_note(rows, shots), title, pdf, csv_path, tex)
+    points = pareto.points(cells, teacher, off_metrics[0]["teacher_bytes_per_token"])
+    with atomic_path(args.pareto_pdf) as pdf, atomic_path(args.pareto_png) as png:
+        pareto.plot(points, pdf, png, dpi, source)
+    write_json(args.pareto_json, {"source": source, "points": points})
     teacher_curve = exposure.exposure_curve(teacher, bin_tokens)
     curves = [{"budget": c["off"]["budget"], "teacher": teacher_curve,
                "off": exposure.exposure_curve(c["off_samples"], bin_tokens),

@@ -206,7 +206,6 @@ def _distill_on_policy(job) -> None:
         torch.save({"setting": setting, "codec_state": result["codec_state"], "best": result["best"],
                     "on_policy": True}, tmp)
     write_json(args.curve, {"setting": setting, "best": result["best"], "curve": result["curve"],
-                            "recipe": {"init": init, "lambda_attn": cfg["lambda_attn"], "steps": cfg["steps"]},
                             "ranks": world_size(), "init_best": saved["best"], "prompt_lengths": skipped,
                             "provenance": job.prov.block()})
 
