@@ -23,7 +23,7 @@ def test_default_target_plans_data_and_teacher(workdir):
                     # shards (Table 7) + 14 passkey-grid models
                     "bench_data": 11, "lm_eval_shard": 46, "lm_eval_merge": 42, "table7": 1,
                     "passkey_grid_data": 1, "fig8": 1, "distill_on_policy": 3, "on_policy_eval": 3,
-                    "table4_fig7": 1, "serve_bench": 1, "kernel_bench": 1, "table5": 1, "table13": 1,
+                    "table4_fig7": 1, "serve_bench": 1, "kernel_bench": 1, "table5": 1, "table13": 1, "fig10_capacity": 1,
                     "agreement": 1, "claims": 1, "all": 1,   # Table 1 vs the suite's synthetic tasks
                     # the pages of the HTML report (snakemake --report): the claims and every table
                     "claims_html": 1, **{f"{name}_html": 1 for name in HTML_TABLES}}

@@ -93,7 +93,8 @@ def test_a_plotting_only_edit_redraws_and_retrains_nothing(finished):
     micro = yaml.safe_load((finished / "micro.yaml").read_text())
     micro["report"] = {"dpi": 80}
     (finished / "edited.yaml").write_text(yaml.safe_dump(micro))
-    assert rerun_counts(finished, "edited.yaml") == {"fig2_spectra": 1, "fig3_trajectories": 1, "fig_memory": 1, "fig8": 1,
+    assert rerun_counts(finished, "edited.yaml") == {"fig2_spectra": 1, "fig3_trajectories": 1, "fig10_capacity": 1,
+                                                     "fig_memory": 1, "fig8": 1,
                                                                      "table4_fig7": 1, "table8": 1, "table10": 1, "claims": 1,
                                                                      "all": 1, **pages("table12", "table4", "table8", "table10")}
 

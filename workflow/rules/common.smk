@@ -102,6 +102,7 @@ localrules:
     cross_loop_structure,
     fig2_spectra,
     fig3_trajectories,
+    fig10_capacity,
     table1,
     table8,
     table10,
@@ -187,6 +188,7 @@ def default_targets():
     suite += [f"{REPORTS}/table8.pdf", f"{REPORTS}/fig5_rank_sweep.pdf"] if config["methods"]["rank_sweep"] else []
     suite += [f"{REPORTS}/table10.pdf", f"{REPORTS}/fig12_ablation_curves.pdf"] if DISTILL_ABLATIONS else []
     serving = [f"{REPORTS}/table5.pdf", f"{REPORTS}/table13.pdf"]
+    serving += [f"{REPORTS}/fig10_capacity.pdf"] if config["serve"]["capacity_contexts"] else []
     claims = [f"{REPORTS}/claims.md"]
     # the pages of the HTML report: `snakemake --report` shows what the jobs of this DAG wrote
     html = [f"{REPORTS}/claims.html"] + [f"{REPORTS}/{name}.html" for name in report_tables()]

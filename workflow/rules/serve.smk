@@ -63,3 +63,20 @@ rule table13:
         f"{LOGS}/benchmarks/report/table13.tsv"
     shell:
         "loopkv table13 --result {input:q} --pdf {output.pdf:q} --csv {output.csv:q} --tex {output.tex:q} > {log:q} 2>&1"
+
+
+rule fig10_capacity:
+    input:
+        R("serve/serving.json"),
+    output:
+        pdf=f"{REPORTS}/fig10_capacity.pdf",
+        png=report(f"{REPORTS}/fig10_capacity.png", caption="../report/fig10_capacity.rst",
+                   category=REPORT_CATEGORIES["serving"], labels={"result": "LLA Figure 10: capacity against context length"}),
+    params:
+        cfg=job_cfg("fig-capacity"),
+    log:
+        f"{LOGS}/report/fig10_capacity.log",
+    benchmark:
+        f"{LOGS}/benchmarks/report/fig10_capacity.tsv"
+    shell:
+        "loopkv fig-capacity --cfg {params.cfg:q} --result {input:q} --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"

@@ -42,6 +42,12 @@ TABLE10 = JobSpec(
     inputs=(Arg("curve", "VARIANT=curve.json of each distill_ablations variant, the recipe's first", kind="named"),),
     outputs=_table_files("pdf", "csv", "tex", "fig-pdf", "fig-png"))
 
+FIG10 = JobSpec(
+    "fig-capacity", "LLA Figure 10 (capacity against context length) from serve-bench's result",
+    reads=(_DPI,),
+    inputs=(Arg("result", "serve-bench's result JSON (capacity_by_context)"),),
+    outputs=_table_files("pdf", "png"))
+
 TABLE7 = JobSpec(
     "table7", "LLA Table 7 (the broad suite) from merged lm-eval results",
     inputs=(Arg("results", "lm-eval-merge JSONs (one per model and task)", kind="paths"),),
@@ -124,7 +130,7 @@ FIG_MEMORY = JobSpec(
 
 
 def register(sub) -> None:
-    for spec, body in ((TABLE1, _table1), (TABLE8, _table8), (TABLE10, _table10), (TABLE7, _table7), (MELT_TABLE1, _melt_table1),
+    for spec, body in ((TABLE1, _table1), (TABLE8, _table8), (TABLE10, _table10), (FIG10, _fig10), (TABLE7, _table7), (MELT_TABLE1, _melt_table1),
                        (CHECK_AGREEMENT, _check_agreement),
                        (TABLE5, _table5), (TABLE13, _table13), (FIG8, _fig8), (TABLE4_FIG7, _table4_fig7),
                        (MELT_TABLE, _melt_table), (MELT_VS_LLA, _melt_vs_lla), (FIG_MEMORY, _fig_memory),
@@ -341,6 +347,14 @@ def _table10(job) -> None:
         tables.write_all(rows, ablations.SPEC, ablations.note(rows), title, pdf, csv_path, tex)
     with atomic_path(args.fig_pdf) as pdf, atomic_path(args.fig_png) as png:
         ablations.plot(rows, curves, pdf, png, job.cfg["report"]["dpi"])
+
+
+def _fig10(job) -> None:
+    from loopkv.report import fig_capacity
+
+    result = read_json(job.args.result, "serve-bench result", {"capacity_by_context": list})
+    with atomic_path(job.args.pdf) as pdf, atomic_path(job.args.png) as png:
+        fig_capacity.plot(result["capacity_by_context"], pdf, png, job.cfg["report"]["dpi"])
 
 
 def _table1(job) -> None:

@@ -78,6 +78,21 @@ def scale_rows(label: str, config, budgets: list[str], methods_cfg: dict, cache_
     return rows
 
 
+def context_sweep(label: str, config, budgets: list[str], methods_cfg: dict, compute_dtype: torch.dtype,
+                  device: str, contexts: list[int], budget_bytes: int | None, weights: int) -> list[dict]:
+    """LLA Figure 10: each cell's capacity (largest batch that fits) at every context length."""
+    rows = []
+    for method, budget, path in cells(budgets):
+        label_budget = f"{config.total_ut_steps}x" if method == "melt" else budget
+        setting = served_setting(method, label_budget, methods_cfg, config)
+        for context in contexts:
+            cap = capacity(setting, config, context, budget_bytes, weights, compute_dtype, device, path)
+            rows.append({"scale": label, "method": method, "budget": label_budget, "read_path": path,
+                         "context": context, "max_batch": cap["max_batch"], "cache_bytes_at_max": cap["cache_bytes_at_max"],
+                         "budget_bytes": budget_bytes, "weights_bytes": weights})
+    return rows
+
+
 def run(cfg: dict, arch: dict, methods_cfg: dict, device: str = "cpu") -> dict:
     """cfg: the `serve` config section. Returns {"footprint_capacity": rows, "latency": rows, "device"}."""
     cache_dtype = getattr(torch, methods_cfg["cache_dtype"])
@@ -89,6 +104,8 @@ def run(cfg: dict, arch: dict, methods_cfg: dict, device: str = "cpu") -> dict:
     budget_bytes = None if budget_mb is None else budget_mb * 2**20
     rows = scale_rows("this run", teacher.config, cfg["budgets"], methods_cfg, cache_dtype, compute, device,
                       cfg["context"], budget_bytes, weights_bytes(teacher))
+    sweep = context_sweep("this run", teacher.config, cfg["budgets"], methods_cfg, compute, device,
+                          cfg["capacity_contexts"], budget_bytes, weights_bytes(teacher))
     paper = cfg["paper"]
     for name, paper_arch in paper["models"].items():
         config = OuroConfig(**paper_arch)
@@ -96,10 +113,14 @@ def run(cfg: dict, arch: dict, methods_cfg: dict, device: str = "cpu") -> dict:
             weights = weights_bytes(OuroForCausalLM(config).to(torch.bfloat16))
         rows += scale_rows(name, config, cfg["budgets"], methods_cfg, torch.bfloat16, torch.bfloat16, "meta",
                            paper["context"], int(paper["memory_gb"] * 10**9), weights)
+        if cfg["capacity_contexts"]:   # Figure 10 at the paper's sizes too (meta device: free)
+            sweep += context_sweep(name, config, cfg["budgets"], methods_cfg, torch.bfloat16, "meta",
+                                   paper["capacity_contexts"], int(paper["memory_gb"] * 10**9), weights)
     latency = interleaved(served_methods(teacher, methods_cfg, cfg["latency_budget"]), cfg["batch_sizes"],
                           cfg["prompt_len"], cfg["new_tokens"], cfg["rounds"], cfg["warmup"],
                           teacher.config.vocab_size, device)
     # which implementation the CPU fused rows ran: the C++ kernel or the tiled torch path (LOOPKV_CPU_KERNEL)
     kernel = cpu_kernels.implementation() if torch.device(device).type == "cpu" else None
-    return {"footprint_capacity": rows, "latency": latency, "device": device_name(torch.device(device)),
+    return {"footprint_capacity": rows, "capacity_by_context": sweep, "latency": latency,
+            "device": device_name(torch.device(device)),
             "cpu_latent_kernel": kernel}
