@@ -63,7 +63,23 @@ def edits(path, value, rule):
         return [value[:-1], [*value[:-1], value[-1] + 1]] if len(value) > 1 else [[value[0] + 1]]
     if isinstance(value, list) and len(value) > 1:
         return [value[:-1]]   # one item fewer: a cell, task or method less
+    if value is None:
+        return _edits_of_null(path, rule)
     return []
+
+
+def _edits_of_null(path, rule):
+    """A null leaf (a default left unset, an entry dropped by the micro config): the default
+    config's value where it has one, else a value of the type the schema allows."""
+    default = load_workflow_config([], check_paths=False)
+    for part in path:
+        default = default.get(part) if isinstance(default, dict) else None
+    if default is not None:
+        return [default]   # e.g. a Table 10 variant the micro config drops
+    if path[-1] == "exit_prior":   # one weight per loop
+        return [[float(i + 1) for i in range(CONFIG["model"]["arch"]["total_ut_steps"])]]
+    types = rule.get("type", [])
+    return ["downloads/edited.tar.gz"] if "string" in types else []
 
 
 def job_reads(rule, wildcards: dict):
