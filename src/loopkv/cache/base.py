@@ -70,6 +70,12 @@ class LoopCache(ABC):
     not_checked: dict[str, str] = {}
     known_failures: dict[str, str] = {}
 
+    # token eviction (cache/eviction.py): the attributes holding per-token payload -> their token axis
+    # (lists or dicts of lists of tensors; the non-looped layers' and the positions are the base's),
+    # and how many consecutive cache slots it frees at once (quantised key groups: group_size)
+    token_stores: dict[str, int] = {}
+    eviction_granule: int = 1
+
     # the models it serves: with non-looped layers (stored exact, attend_outer), RoPE layouts its keys may use
     outer_layers_refused: str = ""   # why not, where a method does not serve them (empty: it does)
     rope_styles: tuple[str, ...] = ROPE_STYLES
@@ -236,6 +242,40 @@ class LoopCache(ABC):
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
         raise NotImplementedError(f"{type(self).__name__} does not support beam search")
 
+    @property
+    def past_mask_by_key(self) -> bool:
+        """Whether a read takes a past token's visibility from the last query's row only (the same for
+        every new token): then a forward of several tokens over a past cannot apply a sliding window."""
+        return False
+
+    def keep_tokens(self, index: torch.Tensor) -> None:
+        """Between forwards, keep only the cached tokens at `index` (cache slots, increasing): the
+        others are freed (token eviction, cache/eviction.py). Methods say where their per-token
+        payload is (`token_stores`); one that does not cannot evict."""
+        if not self.token_stores:
+            raise LoopKVError(f"KV method {self.name or type(self).__name__!r} cannot evict tokens "
+                              f"(it states no per-token stores)")
+        self._check_kept(index)
+        for name, dim in self.token_stores.items():
+            setattr(self, name, select_tokens(getattr(self, name), dim, index))
+        self._keep_base_tokens(index)
+
+    def _check_kept(self, index: torch.Tensor) -> None:
+        if self._new_positions is not None:
+            raise LoopKVError("tokens are evicted between forwards, not during one")
+        held = self.get_seq_length()
+        if index.ndim != 1 or (len(index) and (int(index.min()) < 0 or int(index.max()) >= held)) \
+                or bool((index[1:] <= index[:-1]).any()):
+            raise LoopKVError(f"tokens to keep must be increasing cache slots below {held}")
+
+    def _keep_base_tokens(self, index: torch.Tensor) -> None:
+        """The base class's per-token state: the non-looped layers' K/V, positions, the count."""
+        self.outer_keys = select_tokens(self.outer_keys, 2, index)
+        self.outer_values = select_tokens(self.outer_values, 2, index)
+        if self.positions is not None:
+            self.positions = self.positions.index_select(1, index.to(self.positions.device))
+        self._seen_tokens = len(index)
+
     # -- helpers for subclasses -----------------------------------------------------------
     def rope(self, positions: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         """Rotate k (B, H, L, d) to `positions` (B, L)."""
@@ -271,6 +311,19 @@ def attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: t
         q, keys.to(q.dtype), values.to(q.dtype), attn_mask=mask, is_causal=mask is None,
         enable_gqa=q.shape[1] != keys.shape[1],
     )
+
+
+def select_tokens(store, dim: int, index: torch.Tensor):
+    """`store` (a tensor, None, or lists / dicts of them) with only the tokens at `index` along `dim`."""
+    if store is None:
+        return None
+    if isinstance(store, torch.Tensor):
+        return store.index_select(dim, index.to(store.device))
+    if isinstance(store, list):
+        return [select_tokens(t, dim, index) for t in store]
+    if isinstance(store, dict):
+        return {k: select_tokens(t, dim, index) for k, t in store.items()}
+    raise TypeError(f"a token store holds tensors in lists or dicts, got {type(store).__name__}")
 
 
 def concat(old: torch.Tensor | None, new: torch.Tensor, dim: int = 2) -> torch.Tensor:

@@ -17,6 +17,7 @@ from loopkv.cache.base import LoopCache, concat
 class CLACache(LoopCache):
     name = "cla"
     label = "cla"
+    token_stores = {"keys": 2, "values": 2}   # (B, H, S, d): a group's owner's store
 
     @classmethod
     def setting_at_ratio(cls, shape, ratio, cache_bits=16, k_share=0.375):

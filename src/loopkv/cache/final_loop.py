@@ -14,6 +14,7 @@ from loopkv.cache.budget import one_row_setting
 class FinalLoopCache(LoopCache):
     name = "final_loop"
     label = "final-loop"
+    token_stores = {"keys": 2, "values": 2}
     not_checked = {"lossless": "keeps only the last loop's K/V: lossless only on a one-loop model "
                                "(tests/cache/test_final_loop.py)"}
 

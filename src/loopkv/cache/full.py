@@ -20,6 +20,7 @@ class FullLoopCache(LoopCache):
     name = "full"
     label = "teacher"
     budgeted = False   # the teacher: the 1x reference, never configured by a ratio
+    token_stores = {"keys": 2, "values": 2}
 
     @classmethod
     def setting_at_ratio(cls, shape, ratio, cache_bits=16, k_share=0.375):

@@ -16,7 +16,8 @@ import math
 
 import torch
 
-from loopkv.cache.base import LoopCache, concat
+from loopkv.cache.base import LoopCache, concat, select_tokens
+from loopkv.errors import LoopKVError
 from loopkv.cache.bitpack import pack, unpack
 
 BITS = (2, 3, 4, 8)
@@ -73,6 +74,7 @@ class QuantCache(LoopCache):
         if group_size < 1 or config.head_dim % 8:
             raise ValueError(f"need group_size >= 1 and head_dim % 8 == 0, got {group_size}, {config.head_dim}")
         self.bits, self.group_size = bits, group_size
+        self.eviction_granule = group_size   # a key group's scale and zero serve its G tokens together
         n = self.num_loops * self.num_layers
         # per entry: packed key groups (B, H, groups * G, dh * bits / 8) + scale/zero (B, H, groups, dh),
         # full-precision key residual (B, H, < G, dh), packed values (B, H, S, ...) + (B, H, S, 1) scale/zero
@@ -119,6 +121,25 @@ class QuantCache(LoopCache):
             self.k_scale[i] = concat(self.k_scale[i], scale[:, :, :, 0])
             self.k_zero[i] = concat(self.k_zero[i], zero[:, :, :, 0])
         self.k_residual[i] = residual[:, :, whole:] if residual.shape[2] > whole else None
+
+    def keep_tokens(self, index):
+        """Keep the tokens at `index`: whole key groups of the quantised part (a group's scale and
+        zero serve its G tokens; a partial group would need requantising), every residual key."""
+        self._check_kept(index)
+        g, held = self.group_size, self.get_seq_length()
+        whole = held // g * g
+        quantised, residual = index[index < whole], index[index >= whole]
+        groups = quantised[::g] // g
+        if len(quantised) % g or not torch.equal(quantised.view(-1, g), groups[:, None] * g + torch.arange(g)) \
+                or not torch.equal(residual, torch.arange(whole, held)):
+            raise LoopKVError(f"kv_quant evicts whole key groups of {g} tokens (and no key still waiting for "
+                              f"its group): cannot keep {index.tolist()} of {held}")
+        for store in ("v_codes", "v_scale", "v_zero"):
+            setattr(self, store, select_tokens(getattr(self, store), 2, index))
+        self.k_codes = select_tokens(self.k_codes, 2, quantised)
+        self.k_scale = select_tokens(self.k_scale, 2, groups)
+        self.k_zero = select_tokens(self.k_zero, 2, groups)
+        self._keep_base_tokens(index)
 
     def loop_bytes_per_token(self, dtype):
         d, meta = self.head_dim, torch.tensor([], dtype=META_DTYPE).element_size()

@@ -39,6 +39,7 @@ READ_PATHS = ("latent", "full", "fused")
 class LLACache(LatentBudget, LoopCache):
     name = "lla"
     label = "LLA"
+    token_stores = {"latents": 2, "recon": 2}   # latents (B, groups, S, r); full path: (B, H, S, d)
     layout = "per_head"
     read_paths = READ_PATHS
     served_config_keys = ("methods.read_path",)
@@ -278,6 +279,10 @@ class LLACache(LatentBudget, LoopCache):
             self._position_rows = max(self._position_rows, int(self._new_positions.max()) + 1)
         self._past_views = {}
         super().end_forward()
+
+    @property
+    def past_mask_by_key(self):
+        return self.read_path == "fused"   # the kernels take one validity per past key (key_valid)
 
     # -- accounting ------------------------------------------------------------------------
     def loop_bytes_per_token(self, dtype):

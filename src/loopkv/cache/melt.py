@@ -23,6 +23,7 @@ from loopkv.cache.full import FullLoopCache
 class MeltCache(LoopCache):
     name = "melt"
     label = "MELT"
+    token_stores = {"keys": 2, "values": 2}
     budgeted = False   # its budget is fixed by its architecture (T x below the teacher)
     model_variant = True   # served by a MELT model (its own gates, trained in two stages), not the teacher
     bookkeeping = LoopCache.bookkeeping + ("outputs",)   # attention outputs recorded for stage-2 alignment
@@ -113,6 +114,11 @@ class MeltCache(LoopCache):
     def loop_tensors(self):
         own = [t for t in self.keys + self.values if t is not None]
         return own + (self.base.loop_tensors() if self.base is not None else [])
+
+    def keep_tokens(self, index):
+        super().keep_tokens(index)
+        if self.base is not None:   # stage 1's per-loop K/V: the same tokens
+            self.base.keep_tokens(index)
 
     def reorder_cache(self, beam_idx):
         self.keys = [t.index_select(0, beam_idx) if t is not None else None for t in self.keys]

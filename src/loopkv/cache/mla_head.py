@@ -16,6 +16,7 @@ from loopkv.cache.latent_codec import LAYOUTS, LatentCodec
 class MLAHeadCache(LatentBudget, LoopCache):
     name = "mla_head"
     label = "mla_head"
+    token_stores = {"latents": 1}   # (B, S, 1, r)
     layout = "per_loop"
 
     def __init__(self, config, codec: LatentCodec):
