@@ -735,6 +735,34 @@ def ablation_variants(c: dict) -> list[str]:
     return recipe + [name for name in variants if name not in recipe]
 
 
+def eviction_cells(c: dict) -> list[tuple[str, str]]:
+    """(method, budget) of LLA Table 9's rows, in config order (a method set to null left out)."""
+    return [(method, budget) for method, budget in c["eviction"]["methods"].items() if budget is not None]
+
+
+def _check_eviction(c: dict) -> Iterator[Problem]:
+    """LLA Table 9: methods that free tokens, each at a budget it reaches (the teacher's cache at 1x)."""
+    from loopkv.cache.base import LoopCache
+    from loopkv.cache.registry import METHODS
+
+    for method, budget in eviction_cells(c):
+        key = f"eviction.methods.{method}"
+        cls = METHODS.get(method)
+        if cls is None:
+            yield key, f"unknown KV method (known: {', '.join(METHODS)})"
+        elif cls.model_variant:
+            yield key, f"{method} is served by a model of its own, not the teacher: Table 9 composes eviction with caches"
+        elif not cls.token_stores and cls.keep_tokens is LoopCache.keep_tokens:
+            yield key, f"{method} states no per-token stores, so it cannot free evicted tokens"
+        elif method == "full" or budget == "1x":
+            if (method, budget) != ("full", "1x"):
+                yield key, "the teacher's cache (full) runs at 1x, and only it"
+        elif budget not in c["methods"]["budgets"]:
+            yield key, f"unknown budget label {budget!r} (methods.budgets has {', '.join(c['methods']['budgets'])})"
+        else:
+            yield from ((key, message) for message in _cell_problems(c, budget, method))
+
+
 def rank_sweep_cells(c: dict) -> list[tuple[str, str]]:
     """(method, budget) of Table 8's codec rows, in ratio order (the teacher's row is added by the table)."""
     budgets = c["methods"]["budgets"]
@@ -1058,7 +1086,7 @@ _SEMANTIC_CHECKS: list[Callable[[dict], Iterator[Problem]]] = [
     _check_packed_rows, _check_launch, _check_budgets, _check_methods, _check_melt, _check_lm_eval,
     _check_table1_benchmarks,
     _check_passkey_grid, _check_on_policy, _check_serve, _check_generation, _check_loop_depths, _check_kernel,
-    _check_exit_prior, _check_distill_ablations,
+    _check_exit_prior, _check_distill_ablations, _check_eviction,
     _check_paper_models, _check_jobs,
 ]
 

@@ -103,7 +103,7 @@ def test_a_passkey_claim_on_a_method_the_grid_does_not_serve_is_not_run(tmp_path
 
 
 def test_the_registry_states_every_claim_once_and_names_real_columns():
-    from loopkv.report import ablations, exposure, melt_tables, rank_sweep, serving_tables, table1, table7
+    from loopkv.report import ablations, eviction_table, exposure, melt_tables, rank_sweep, serving_tables, table1, table7
 
     assert len(CLAIMS) >= 30 and len({c.id for c in CLAIMS}) == len(CLAIMS)
     assert {c.paper for c in CLAIMS} >= {"LLA", "MELT"}
@@ -113,7 +113,8 @@ def test_the_registry_states_every_claim_once_and_names_real_columns():
               "melt_vs_lla": melt_tables.VERSUS.csv_fields, "table5": serving_tables.TABLE5.csv_fields,
               "table13": serving_tables.TABLE13.csv_fields,
               "table3_huginn": table1.table_spec([], "Huginn-3.5B").csv_fields,
-              "table8": rank_sweep.spec([]).csv_fields, "table10": ablations.SPEC.csv_fields}
+              "table8": rank_sweep.spec([]).csv_fields, "table10": ablations.SPEC.csv_fields,
+              "table9": eviction_table.SPEC.csv_fields}
     for c in CLAIMS:
         for q in (c.quantity, c.minus):
             if q is None or not hasattr(q, "column"):
@@ -171,6 +172,40 @@ def test_table_10s_claims_read_each_design_choice_by_the_papers_row(tmp_path):
     assert by_id["lla-t10-svd-beats-random"] == verdict.REPRODUCED
     assert by_id["lla-t10-asymmetric-beats-symmetric"] == verdict.CONTRADICTED     # .009 < .010
     assert by_id["lla-t10-svd-beats-loop1"].startswith("not run")
+
+
+def test_table_9s_claims_read_the_evicting_cells(tmp_path):
+    """LLA 4x evicting against 8-bit evicting (two accuracies: Newcombe's interval), and LLA 4x
+    evicting minus not (paired over the same items, its own interval); a cell not run is 'not run'."""
+    import csv
+
+    from loopkv.report import eviction_table
+
+    rows = [{"method": "kv_quant", "budget": "2x", "arith_em": 0.5, "n_arith": 200},
+            {"method": "lla", "budget": "4x", "arith_em": 0.52, "n_arith": 200, "arith_em_vs_plain": -0.27,
+             "arith_em_vs_plain_lo": -0.33, "arith_em_vs_plain_hi": -0.21}]
+    with open(tmp_path / "t9.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, eviction_table.SPEC.csv_fields, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    by_id = {c.id: evaluate(c, Reports({"table9": tmp_path / "t9.csv"}), "tiny").verdict
+             for c in CLAIMS if c.id.startswith("lla-t9")}
+    # .52 vs .50 on 200 items each: the difference's interval reaches below -2 points
+    assert by_id == {"lla-t9-composes-like-quantisation": verdict.INCONCLUSIVE,
+                     "lla-t9-eviction-costs-accuracy": verdict.REPRODUCED}
+    for row in rows:
+        row["n_arith"] = 4000
+    with open(tmp_path / "t9.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, eviction_table.SPEC.csv_fields, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    claim = next(c for c in CLAIMS if c.id == "lla-t9-composes-like-quantisation")
+    assert evaluate(claim, Reports({"table9": tmp_path / "t9.csv"}), "tiny").verdict == verdict.REPRODUCED
+    with open(tmp_path / "t9.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, eviction_table.SPEC.csv_fields, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows[1:])
+    assert evaluate(claim, Reports({"table9": tmp_path / "t9.csv"}), "tiny").verdict.startswith("not run")
 
 
 def test_a_bad_claim_is_refused():

@@ -16,8 +16,10 @@ def test_default_target_plans_data_and_teacher(workdir):
     # comparison methods sit at 4x, which Table 1 already evaluates
     assert jobs == {"corpus": 1, "tokenizer": 1, "task_data": 3, "teacher_pretrain": 1, "teacher_eval": 1,
                     "calibrate": 1, "cross_loop_structure": 1, "fig2_spectra": 1, "fig3_trajectories": 1, "distill": 12,
-                    "method_eval": 17, "table1": 1, "table8": 1, "melt_stage1": 7, "melt_stage2": 7, "melt_eval": 8,
+                    "method_eval": 18, "table1": 1, "table8": 1, "melt_stage1": 7, "melt_stage2": 7, "melt_eval": 8,
                     "distill_ablation": 5, "table10": 1,   # Table 10: the recipe and four ablations at 4x
+                    # Table 9: eviction alone, over 8-bit kv_quant (its own plain cell, 2x) and over LLA 4x
+                    "eviction_eval": 3, "table9": 1,
                     "melt_table": 2, "melt_vs_lla": 1, "melt_memory": 1, "fig_memory": 1,
                     # the suite: 11 benchmarks (BBH needs an sdist PyPI no longer serves); 2 models x 16
                     # shards (Table 7) + 14 passkey-grid models
@@ -29,7 +31,7 @@ def test_default_target_plans_data_and_teacher(workdir):
                     "claims_html": 1, **{f"{name}_html": 1 for name in HTML_TABLES}}
 
 
-HTML_TABLES = ("table1", "table8", "table10", "table4", "table7", "table12", "table5", "table13", "melt_table3", "melt_table4", "melt_vs_lla")
+HTML_TABLES = ("table1", "table8", "table9", "table10", "table4", "table7", "table12", "table5", "table13", "melt_table3", "melt_table4", "melt_vs_lla")
 
 
 def test_table1_cells_follow_the_config(workdir):
@@ -104,8 +106,10 @@ def test_paper_config_plans_without_pretraining_when_its_checkpoint_exists(workd
     assert "teacher_pretrain" not in jobs and jobs["teacher_eval"] == 1
     # LLA at each of the paper's ten ratios (Tables 1, 4, 7, 8, Figure 8) and mla_head at Table 1's three;
     # no LLA-2D at paper scale yet
-    # method-eval: Table 1's 11 cells, Table 4's off-policy LLA at 3.2x and 10.67x, Table 8's at 1.33x, 2x, 2.67x
-    assert jobs["distill"] == 13 and jobs["method_eval"] == 16 and jobs["table8"] == 1
+    # method-eval: Table 1's 11 cells, Table 4's off-policy LLA at 3.2x and 10.67x, Table 8's at 1.33x, 2x, 2.67x,
+    # Table 9's 8-bit kv_quant; Table 9 evaluates its three cells under eviction (sink 4 + window 256)
+    assert jobs["distill"] == 13 and jobs["method_eval"] == 17 and jobs["table8"] == 1
+    assert jobs["eviction_eval"] == 3 and jobs["table9"] == 1
     # Table 7's eight models (MELT's among them) x every task's shards, Table 1's seven other cells x its benchmarks' shards,
     # Figure 8's nine models x 4, Table 4's five on-policy codecs x MATH-500's shards and its off-policy
     # 10.67x (the teacher and the other off-policy codecs are Table 7 models already)

@@ -73,7 +73,9 @@ def test_editing_a_task_key_reruns_that_task_and_what_depends_on_it(finished):
         "task_data": 1, "teacher_eval": 1, "teacher_depth": 1, "method_eval": 6, "table1": 1, "table8": 1, "melt_eval": 8,
         "melt_table": 2, "melt_vs_lla": 1, "on_policy_eval": 1, "table4_fig7": 1,
         "lm_eval_shard": 2, "lm_eval_merge": 2, "table7": 1, "agreement": 1, "claims": 1, "all": 1,   # the suite's cloze task, both models
-        **pages("table1", "table8", "melt_table3", "melt_table4", "melt_vs_lla", "table4", "table7", "teacher_depth")}
+        "eviction_eval": 2, "table9": 1,   # Table 9's cells evaluate the same tasks
+        **pages("table1", "table8", "table9", "melt_table3", "melt_table4", "melt_vs_lla", "table4", "table7",
+                "teacher_depth")}
 
 
 def test_figure2_is_built_from_the_calibration(finished):
@@ -159,6 +161,25 @@ def test_table10_reads_each_variants_curve(finished):
     assert (finished / "reports/fig12_ablation_curves.png").read_bytes().startswith(b"\x89PNG")
 
 
+def test_table9_pairs_each_evicting_cell_with_table_1s(finished):
+    """micro's Table 9: eviction alone and over LLA 4x (sinks 4 + window 8), each beside its Table 1
+    cell; the held tokens at the KL windows' length (16) are the sinks and the window."""
+    import csv
+
+    rows = list(csv.DictReader(open(finished / "reports/table9.csv")))
+    table1 = {(r["method"], r["budget"]): r for r in csv.DictReader(open(finished / "reports/table1.csv"))}
+    assert [(r["method"], r["budget"]) for r in rows] == [("full", "1x"), ("lla", "4x")]
+    for row in rows:
+        assert row["arith_em_plain"] == table1[row["method"], row["budget"]]["arith_em"]
+        evicted = json.loads((finished / f"results/eviction/{row['method']}/{row['budget']}/quality.json").read_text())
+        assert float(row["arith_em"]) == evicted["metrics"]["arithmetic"]["exact_match"]
+        assert evicted["metrics"]["eviction"] == {"sinks": 4, "window": 8, "granule": 1}
+        assert (row["held_tokens"], row["context"]) == ("12", "16")
+    assert float(rows[1]["paper_gsm8k"]) == 0.52
+    # the teacher's held-out windows (16 tokens) read through 12 held tokens: no longer the teacher
+    assert float(rows[0]["kl_streamed"]) > abs(float(rows[0]["kl_plain"]))
+
+
 def test_a_distillation_edit_reruns_only_the_codec_cells(finished):
     micro = yaml.safe_load((finished / "micro.yaml").read_text())
     micro["distill"]["lambda_attn"] = 0.25
@@ -170,7 +191,8 @@ def test_a_distillation_edit_reruns_only_the_codec_cells(finished):
         "distill_on_policy": 1, "on_policy_eval": 1, "table4_fig7": 1, "lm_eval_shard": 7, "lm_eval_merge": 6,
         "table7": 1, "fig8": 1, "agreement": 1, "claims": 1, "all": 1,
         "distill_ablation": 2, "table10": 1,   # Table 10's two variants distil with the same lambda_attn
-        **pages("table1", "table8", "table10", "melt_vs_lla", "table4", "table7", "table12")}
+        "eviction_eval": 1, "table9": 1,       # Table 9's LLA 4x cell reads the 4x codec
+        **pages("table1", "table8", "table9", "table10", "melt_vs_lla", "table4", "table7", "table12")}
 
 
 def test_a_resource_edit_reruns_nothing(finished):
@@ -207,7 +229,8 @@ def test_a_read_path_edit_reevaluates_only_the_lla_cells(finished):
     assert rerun_counts(finished, "edited.yaml") == {
         "method_eval": 2, "table1": 1, "table8": 1, "melt_vs_lla": 1, "on_policy_eval": 1, "table4_fig7": 1,
         "lm_eval_shard": 7, "lm_eval_merge": 6, "table7": 1, "fig8": 1, "agreement": 1, "claims": 1, "all": 1,
-        **pages("table1", "table8", "melt_vs_lla", "table4", "table7", "table12")}
+        "eviction_eval": 1, "table9": 1,   # Table 9's LLA cell
+        **pages("table1", "table8", "table9", "melt_vs_lla", "table4", "table7", "table12")}
 
 
 def test_melt_tables_and_memory_are_built_from_the_recipes(finished):

@@ -5,7 +5,7 @@ import shlex
 import sys
 
 from loopkv.cache.registry import codec_methods
-from loopkv.config import (ablation_variants, load_config, melt_budget_label, rank_sweep_cells,
+from loopkv.config import (ablation_variants, eviction_cells, load_config, melt_budget_label, rank_sweep_cells,
                            table1_benchmark_tasks, workflow_file_problems)
 from loopkv.data.benchmarks import BENCHMARKS, source_file as bench_source_file
 from loopkv.eval.lm_tasks import split_task_id, task_id as lm_task_id
@@ -105,6 +105,7 @@ localrules:
     fig10_capacity,
     table1,
     table8,
+    table9,
     table10,
     melt_table,
     melt_vs_lla,
@@ -187,6 +188,7 @@ def default_targets():
     suite += [f"{REPORTS}/agreement.json"] if agreement_pairs() else []
     suite += [f"{REPORTS}/table8.pdf", f"{REPORTS}/fig5_rank_sweep.pdf"] if config["methods"]["rank_sweep"] else []
     suite += [f"{REPORTS}/table10.pdf", f"{REPORTS}/fig12_ablation_curves.pdf"] if DISTILL_ABLATIONS else []
+    suite += [f"{REPORTS}/table9.pdf"] if EVICTION_CELLS else []
     serving = [f"{REPORTS}/table5.pdf", f"{REPORTS}/table13.pdf"]
     serving += [f"{REPORTS}/fig10_capacity.pdf"] if config["serve"]["capacity_contexts"] else []
     claims = [f"{REPORTS}/claims.md"]
@@ -210,6 +212,8 @@ def report_tables():
         tables["teacher_depth"] = ("lla", "The teacher at each test-time depth")
     if config["methods"]["rank_sweep"]:
         tables["table8"] = ("lla", "LLA Table 8: the cold-start rank sweep")
+    if EVICTION_CELLS:
+        tables["table9"] = ("lla", "LLA Table 9: token eviction composed with KV methods")
     if DISTILL_ABLATIONS:
         tables["table10"] = ("lla", "LLA Table 10: design ablations of the recipe")
     if config["on_policy"]["budgets"]:
@@ -246,6 +250,8 @@ def claim_reports():
         reports["table8"] = f"{REPORTS}/table8.csv"
     if DISTILL_ABLATIONS:
         reports["table10"] = f"{REPORTS}/table10.csv"
+    if EVICTION_CELLS:
+        reports["table9"] = f"{REPORTS}/table9.csv"
     return reports
 
 
@@ -276,6 +282,7 @@ def table8_benchmark_results():
 
 
 DISTILL_ABLATIONS = ablation_variants(config)   # LLA Table 10's variants, the recipe first
+EVICTION_CELLS = eviction_cells(config)          # LLA Table 9's (method, budget) cells
 
 
 def table10_curves():

@@ -97,3 +97,33 @@ rule method_eval:
         " --budget {wildcards.budget:q} --teacher {params.teacher:q} {params.codec}"
         " --corpus {params.corpus:q} {params.tasks} --out {output.metrics:q} --samples {output.samples:q}"
         " --threads {threads:q} --device {resources.device:q} > {log:q} 2>&1"
+
+
+# LLA Table 9: a cell of eviction.methods, its caches evicting (attention sinks + a recent window)
+rule eviction_eval:
+    input:
+        unpack(method_eval_codec),
+        teacher=f"{teacher_dir()}/config.json",
+        corpus=R("data/corpus/manifest.json"),
+        tasks=expand(R("data/tasks/{task}/test.jsonl"), task=TASKS),
+    output:
+        metrics=R("eviction/{method}/{budget}/quality.json"),
+        samples=R("eviction/{method}/{budget}/quality_samples.json"),
+    params:
+        cfg=job_cfg("eviction-eval"),
+        teacher=parent("teacher"),
+        corpus=parent("corpus"),
+        tasks=task_args({t: R(f"data/tasks/{t}") for t in TASKS}),
+        codec=lambda w, input: flag_args([("--codec", input.codec)] if "codec" in input.keys() else []),
+    threads: job_threads("eviction-eval")
+    resources:
+        **job_resources("eviction-eval"),
+    log:
+        f"{LOGS}/eviction/{{method}}_{{budget}}.log",
+    benchmark:
+        f"{LOGS}/benchmarks/eviction/{{method}}_{{budget}}.tsv"
+    shell:
+        "loopkv eviction-eval --cfg {params.cfg:q} --method {wildcards.method:q}"
+        " --budget {wildcards.budget:q} --teacher {params.teacher:q} {params.codec}"
+        " --corpus {params.corpus:q} {params.tasks} --out {output.metrics:q} --samples {output.samples:q}"
+        " --threads {threads:q} --device {resources.device:q} > {log:q} 2>&1"

@@ -48,6 +48,27 @@ rule table8:
         " --fig-pdf {output.fig_pdf:q} --fig-png {output.fig_png:q} > {log:q} 2>&1"
 
 
+rule table9:
+    input:
+        evicted=[R(f"eviction/{m}/{b}/quality.json") for m, b in EVICTION_CELLS],
+        evicted_samples=[R(f"eviction/{m}/{b}/quality_samples.json") for m, b in EVICTION_CELLS],
+        plain=[R(f"methods/{m}/{b}/quality.json") for m, b in EVICTION_CELLS],
+        plain_samples=[R(f"methods/{m}/{b}/quality_samples.json") for m, b in EVICTION_CELLS],
+    output:
+        pdf=f"{REPORTS}/table9.pdf",
+        csv=f"{REPORTS}/table9.csv",
+        tex=f"{REPORTS}/table9.tex",
+    params:
+        cfg=job_cfg("table9"),
+    log:
+        f"{LOGS}/report/table9.log",
+    benchmark:
+        f"{LOGS}/benchmarks/report/table9.tsv"
+    shell:
+        "loopkv table9 --cfg {params.cfg:q} --evicted {input.evicted:q} --plain {input.plain:q}"
+        " --pdf {output.pdf:q} --csv {output.csv:q} --tex {output.tex:q} > {log:q} 2>&1"
+
+
 rule table10:
     input:
         curves=table10_curves(),

@@ -177,7 +177,3 @@ def evicting_factory(factory, sinks: int, window: int):
     """A cache factory (settings.cache_factory) whose caches evict: sinks + window."""
     return lambda: EvictingCache(factory(), sinks, window)
 
-
-def eviction_ratio(n: int, sinks: int, window: int, granule: int = 1) -> float:
-    """How many times fewer tokens a context of n holds under eviction."""
-    return n / held_slots(n, sinks, window, granule) if n else math.nan

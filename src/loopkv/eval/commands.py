@@ -32,6 +32,14 @@ METHOD_EVAL = JobSpec(
     outputs=_METRICS,
     threads="method_eval.threads", device=True, size="eval")
 
+EVICTION_EVAL = JobSpec(
+    "eviction-eval", "quality of a KV method at a budget under token eviction (attention sinks + a recent window)",
+    reads=(*METHOD_EVAL.reads, "eviction.sinks", "eviction.window"),
+    wildcards=METHOD_EVAL.wildcards,
+    inputs=(_TEACHER, Arg("codec", "distilled codec (.pt) of a codec method", required=False), _CORPUS, _TASKS),
+    outputs=_METRICS,
+    threads="method_eval.threads", device=True, size="eval")
+
 MELT_MEMORY = JobSpec(
     "melt-memory", "cache bytes and process memory against generated tokens, and bytes against T",
     reads=("melt.memory_lengths", "melt.memory_batch", "melt.memory_loops", "melt.memory_methods", "model.dtype",
@@ -46,6 +54,7 @@ MELT_MEMORY = JobSpec(
 def register(sub) -> None:
     add_command(sub, TEACHER_EVAL, _teacher_eval)
     add_command(sub, METHOD_EVAL, _method_eval)
+    add_command(sub, EVICTION_EVAL, _eviction_eval)
     add_command(sub, MELT_MEMORY, _melt_memory)
 
 
@@ -107,7 +116,12 @@ def _teacher_eval(job) -> None:
     write_json(args.out, {"metrics": metrics, "provenance": job.prov.block()})
 
 
-def _method_eval(job) -> None:
+def _eviction_eval(job) -> None:
+    _method_eval(job, job.cfg["eviction"])
+
+
+def _method_eval(job, eviction: dict | None = None) -> None:
+    """A (method, budget) cell's quality; under `eviction` ({sinks, window}) its caches evict."""
     import torch
 
     from loopkv.cache import make_cache
@@ -120,13 +134,18 @@ def _method_eval(job) -> None:
     from loopkv.utils.seeding import MEASUREMENT_SEED, fixed_draws
 
     args, cfg, methods_cfg = job.args, job.cfg["method_eval"], job.cfg["methods"]
-    job.seed_everything("method-eval", args.method, args.budget)
+    student_dir = getattr(args, "student", None)   # eviction-eval serves no MELT student
+    job.seed_everything("method-eval", args.method, args.budget)   # evicting or not: the same draws (paired)
     task_dirs = job.named("task")
     # MELT is a model variant: its own weights, read through its own cache, scored against the teacher
     served = load_method_model(args.teacher, args.method, args.budget, methods_cfg, job.cfg["model"]["dtype"],
-                               codec_path=args.codec, student_dir=args.student, device=job.device)
+                               codec_path=args.codec, student_dir=student_dir, device=job.device)
     model, student, tokenizer, setting = served.teacher, served.model, served.tokenizer, served.setting
     factory, cache_dtype = served.cache_factory, getattr(torch, methods_cfg["cache_dtype"])
+    if eviction is not None:
+        from loopkv.cache.eviction import evicting_factory
+
+        factory = evicting_factory(factory, eviction["sinks"], eviction["window"])
 
     windows = heldout_windows(encode_text(tokenizer, Path(args.corpus, "test.txt").read_text()),
                               cfg["seq_len"], cfg["kl_windows"])[:, :cfg["seq_len"]]
@@ -139,7 +158,10 @@ def _method_eval(job) -> None:
                # ... and what the path evaluated here stores (full-memory lla: the teacher's bytes)
                "read_path_bytes_per_token": factory().bytes_per_token(cache_dtype),
                "teacher_bytes_per_token": make_cache("full", model.config).bytes_per_token(cache_dtype)}
-    if args.student:
+    if eviction is not None:   # bytes per token above are per held token; a context holds held_slots of them
+        metrics["eviction"] = {"sinks": eviction["sinks"], "window": eviction["window"],
+                               "granule": factory().granule}
+    if student_dir:
         metrics["melt"] = {k: getattr(student.config, k) for k in ("melt_gate", "melt_ema_decay",
                                                                     "melt_train_chunk_size")}
     metrics["fidelity"] = teacher_fidelity(model, windows, cfg["batch_size"], factory, student=student)

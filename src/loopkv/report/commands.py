@@ -1,5 +1,5 @@
-"""Subcommands: table1, table8, table7, melt-table1, check-agreement, fig8, table4-fig7, melt-table, melt-vs-lla,
-fig-memory, teacher-depth."""
+"""Subcommands: table1, table8, table9, table10, table7, melt-table1, check-agreement, fig8, table4-fig7,
+melt-table, melt-vs-lla, fig-memory, teacher-depth."""
 from __future__ import annotations
 
 import json
@@ -35,6 +35,15 @@ TABLE8 = JobSpec(
     reads=(_TRAIN_LENGTHS, "methods.table1_benchmarks", "report.paper_model", _DPI),
     inputs=TABLE1.inputs,
     outputs=_table_files("pdf", "csv", "tex", "fig-pdf", "fig-png"))
+
+TABLE9 = JobSpec(
+    "table9", "LLA Table 9 (token eviction composed with methods) from eviction-eval and method-eval results",
+    reads=(_TRAIN_LENGTHS, "method_eval.seq_len"),
+    inputs=(Arg("evicted", "eviction-eval metrics JSONs, in table order (quality_samples.json beside each)",
+                kind="paths"),
+            Arg("plain", "method-eval metrics JSONs of the same cells, in the same order (samples beside)",
+                kind="paths")),
+    outputs=_table_files("pdf", "csv", "tex"))
 
 TABLE10 = JobSpec(
     "table10", "LLA Table 10 and Figure 12 (the design ablations) from the variants' distillation curves",
@@ -130,7 +139,7 @@ FIG_MEMORY = JobSpec(
 
 
 def register(sub) -> None:
-    for spec, body in ((TABLE1, _table1), (TABLE8, _table8), (TABLE10, _table10), (FIG10, _fig10), (TABLE7, _table7), (MELT_TABLE1, _melt_table1),
+    for spec, body in ((TABLE1, _table1), (TABLE8, _table8), (TABLE9, _table9), (TABLE10, _table10), (FIG10, _fig10), (TABLE7, _table7), (MELT_TABLE1, _melt_table1),
                        (CHECK_AGREEMENT, _check_agreement),
                        (TABLE5, _table5), (TABLE13, _table13), (FIG8, _fig8), (TABLE4_FIG7, _table4_fig7),
                        (MELT_TABLE, _melt_table), (MELT_VS_LLA, _melt_vs_lla), (FIG_MEMORY, _fig_memory),
@@ -332,6 +341,22 @@ def _table8(job) -> None:
         tables.write_all(rows, rank_sweep.spec(rows), rank_sweep.note(rows, paper_model), title, pdf, csv_path, tex)
     with atomic_path(args.fig_pdf) as pdf, atomic_path(args.fig_png) as png:
         rank_sweep.plot(rows, pdf, png, job.cfg["report"]["dpi"], paper_model)
+
+
+def _table9(job) -> None:
+    from loopkv.report import eviction_table, tables
+
+    def samples_of(quality_path):   # quality.json -> its quality_samples.json beside it
+        return read_json(Path(quality_path).with_name("quality_samples.json"), "samples result", {"samples": dict})
+
+    args = job.args
+    evicted, plain = [_metrics(p) for p in args.evicted], [_metrics(p) for p in args.plain]
+    rows = eviction_table.build_rows(evicted, plain, [samples_of(p) for p in args.evicted],
+                                     [samples_of(p) for p in args.plain], _train_max(job),
+                                     job.cfg["method_eval"]["seq_len"])
+    title = "LLA Table 9, token eviction composed with KV methods: our measurements (left) beside the paper's (right)"
+    with atomic_path(args.pdf) as pdf, atomic_path(args.csv) as csv_path, atomic_path(args.tex) as tex:
+        tables.write_all(rows, eviction_table.SPEC, eviction_table.note(rows), title, pdf, csv_path, tex)
 
 
 def _table10(job) -> None:
