@@ -136,3 +136,33 @@ def test_bad_evictions_are_refused():
         model(tokens(1, 4), cache=cache)
         with pytest.raises(LoopKVError, match="cannot slide a window"):
             model(tokens(1, 4, seed=1), cache=cache)
+
+
+@pytest.mark.parametrize("name,read_path", [("full", None), ("lla", "latent"), ("kv_quant", None), ("mla_head", None)])
+def test_several_tokens_a_forward_over_an_evicted_past(name, read_path):
+    """Chunks of 6, 3, 4, 1, 2 tokens: each forward's queries slide the window inside it, over a past
+    the cache has already freed."""
+    model, factory, _ = served(name, read_path, teacher())
+    ids = tokens(2, 16)
+
+    def chunked(cache):
+        out, start = [], 0
+        with torch.no_grad():
+            for size in (6, 3, 4, 1, 2):
+                out.append(model(ids[:, start:start + size], cache=cache).logits)
+                start += size
+        return torch.cat(out, 1)
+
+    torch.testing.assert_close(chunked(EvictingCache(factory(), SINKS, WINDOW)),
+                               chunked(MaskedReference(factory(), SINKS, WINDOW)), atol=1e-8, rtol=0)
+
+
+def test_kv_quant_with_no_sinks_frees_every_whole_group():
+    """sinks 0 and a window shorter than a key group (4): every complete group is freed at some steps."""
+    model, factory, _ = served("kv_quant", None, teacher())
+    ids = tokens(1, 14)
+    cache = EvictingCache(factory(), 0, 3)
+    evicted = stream(model, cache, ids, prefill=5)
+    masked = stream(model, MaskedReference(factory(), 0, 3), ids, prefill=5)
+    torch.testing.assert_close(evicted, masked, atol=1e-8, rtol=0)
+    assert cache.held == held_slots(14, 0, 3, 4) == 6   # group 2 (8-11, the window's first) and 12-13 waiting

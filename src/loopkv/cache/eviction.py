@@ -11,6 +11,10 @@ A method that frees slots in granules (kv_quant's key groups of G tokens: a grou
 serve all G) frees only whole, complete granules no row needs; the held slots are then
 `held_slots(n, sinks, window, G)`, at most about 2G more than the sinks and the window.
 
+Which held slots are real tokens is read from the last query's row of each forward's mask: a
+forward whose last token in a row is a pad (right-padded continuations, a chunk of left pads) leaves
+that pad marked real, held until the window passes it (memory only: no real token reads a pad).
+
 The wrapper counts every token the model has seen (`get_seq_length`: the model derives positions
 and its mask over cache order from it) and maps the mask's columns to the slots the method still
 holds. Bytes per held token are the method's own (`bytes_per_token`); what the cache holds at a

@@ -136,9 +136,12 @@ class QuantCache(LoopCache):
                               f"its group): cannot keep {index.tolist()} of {held}")
         for store in ("v_codes", "v_scale", "v_zero"):
             setattr(self, store, select_tokens(getattr(self, store), 2, index))
-        self.k_codes = select_tokens(self.k_codes, 2, quantised)
-        self.k_scale = select_tokens(self.k_scale, 2, groups)
-        self.k_zero = select_tokens(self.k_zero, 2, groups)
+        if len(groups):
+            self.k_codes = select_tokens(self.k_codes, 2, quantised)
+            self.k_scale = select_tokens(self.k_scale, 2, groups)
+            self.k_zero = select_tokens(self.k_zero, 2, groups)
+        else:   # every whole group freed: no quantised keys, as before the first group filled
+            self.k_codes, self.k_scale, self.k_zero = ([None] * len(self.k_codes) for _ in range(3))
         self._keep_base_tokens(index)
 
     def loop_bytes_per_token(self, dtype):

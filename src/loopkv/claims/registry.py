@@ -11,7 +11,7 @@ from loopkv.claims.claim import Claim
 from loopkv.claims.evidence import Computed, cell
 from loopkv.report.paper_values import (HUGINN_HEAD_AXIS_ERROR, HUGINN_TABLE3, MELT_MEMORY, MELT_TABLE3, MELT_TABLE4,
                                         OURO_2_6B, OURO_2_6B_TEACHER_GSM8K, TABLE1, TABLE4, TABLE5_FOOTPRINT,
-                                        TABLE5_SPEED, TABLE7, TABLE8, TABLE9, TABLE9_NO_EVICTION, TABLE10, TABLE12,
+                                        TABLE5_SPEED, TABLE7, TABLE8, TABLE9, TABLE10, TABLE12,
                                         TABLE13, FIG2_CROSS_LOOP)
 
 MARGIN = 0.02   # "holds the teacher's accuracy": within two points (the papers' own 4x deltas are < 1 point)
@@ -275,8 +275,8 @@ register_claim(Claim(
     _t8("2.67x"), "<=", 0, minus=_t8("2x"), stand_in=ARITH))
 
 # ---- LLA, Table 9: token eviction composed with quantisation and with LLA
-def _t9(method: str, budget: str, column: str = "arith_em", bounded: bool = False):
-    return cell("table9", column, "n_arith", bounded=bounded, method=method, budget=budget)
+def _t9(method: str, budget: str):
+    return cell("table9", "arith_em", "n_arith", method=method, budget=budget)
 
 
 register_claim(Claim(
@@ -284,12 +284,8 @@ register_claim(Claim(
     "Under the same eviction, LLA 4x scores as well as 8-bit quantisation: LLA adds no loss of its own",
     f"GSM8K {TABLE9['lla', 4.0]['gsm8k']} vs {TABLE9['kv_quant', 2.0]['gsm8k']}",
     _t9("lla", "4x"), ">=", -MARGIN, minus=_t9("kv_quant", "2x"), stand_in=ARITH))
-register_claim(Claim(
-    "lla-t9-eviction-costs-accuracy", "LLA", "Table 9",
-    "Eviction at the paper's retention costs LLA 4x accuracy against LLA 4x without it",
-    f"GSM8K {TABLE9['lla', 4.0]['gsm8k']} vs about {TABLE9_NO_EVICTION} without eviction",
-    _t9("lla", "4x", "arith_em_vs_plain", bounded=True), "<=", -MARGIN,
-    stand_in=ARITH + ", evicting minus not, paired over the same items"))
+# (no claim that eviction itself costs accuracy: eviction.window is sized so that it costs the teacher
+# about what the paper's costs, so such a verdict would be ours by construction)
 
 # ---- LLA, Table 10 / Figure 12: each design choice of the recipe against its ablation (held-out KL)
 for claim_id, variant, statement in [
