@@ -203,3 +203,20 @@ def test_the_fields_verify_requires_are_those_the_provenance_writer_writes():
     block = Provenance({"a": 1}, None, {}).block()
     assert set(block) == set(BLOCK_FIELDS)
     check_fields(block, BLOCK_FIELDS, "block")
+
+
+def test_a_declared_input_reached_through_a_symlink_verifies_under_either_spelling(tmp_path, monkeypatch):
+    """An environment reached through a linked directory (a .venv symlinked to the real one): a job
+    records its package files under one spelling, verify's declared sources may name the other."""
+    monkeypatch.chdir(tmp_path)
+    _tree(tmp_path)
+    (tmp_path / "real_env" / "pkg").mkdir(parents=True)
+    (tmp_path / "real_env" / "pkg" / "play.txt").write_text("act 1")
+    (tmp_path / "env").symlink_to(tmp_path / "real_env")
+    _result(tmp_path, "by_real.json", Provenance({}, None, {"play": str(tmp_path / "real_env/pkg/play.txt")}).block())
+    _result(tmp_path, "by_link.json", Provenance({}, None, {"play": str(tmp_path / "env/pkg/play.txt")}).block())
+    for declared in ("env/pkg", "real_env/pkg"):
+        report = verify(["results"], inputs=[declared])
+        assert {"results/by_real.json", "results/by_link.json"} <= set(report["ok"]), (declared, report)
+    report = verify(["results"])   # declared nowhere: both refused
+    assert {r["file"] for r in report["outside_tree"]} >= {"results/by_real.json", "results/by_link.json"}

@@ -82,12 +82,16 @@ class _Inputs:
     def __init__(self, root: Path, trees: list[Path], declared: list[Path]):
         self.root = root
         self.trees = [t.resolve() for t in trees]
+        # a declared path as named and as it resolves (an environment reached through a symlink, e.g. a
+        # linked .venv, records its files under either spelling)
         self.declared = [Path(os.path.abspath(d)) for d in declared]
+        self.declared_resolved = [Path(d).resolve() for d in declared]
         self.cache: dict[Path, tuple[str, str | None]] = {}
 
     def _inside(self, written: Path, resolved: Path) -> bool:
         return (any(resolved == t or resolved.is_relative_to(t) for t in self.trees)
-                or any(written == d or written.is_relative_to(d) for d in self.declared))
+                or any(written == d or written.is_relative_to(d) for d in self.declared)
+                or any(path == d or path.is_relative_to(d) for d in self.declared_resolved for path in (written, resolved)))
 
     def check(self, recorded: str) -> tuple[str, str | None]:
         """("ok", sha256) | ("missing", None) | ("outside", resolved path) | ("unreadable", error)."""

@@ -63,6 +63,8 @@ def edits(path, value, rule):
         return [value[:-1], [*value[:-1], value[-1] + 1]] if len(value) > 1 else [[value[0] + 1]]
     if isinstance(value, list) and len(value) > 1:
         return [value[:-1]]   # one item fewer: a cell, task or method less
+    if isinstance(value, str) and value in CONFIG["methods"]["budgets"]:   # a budget label: another one
+        return [b for b in CONFIG["methods"]["budgets"] if b != value]
     if value is None:
         return _edits_of_null(path, rule)
     return []
@@ -71,7 +73,7 @@ def edits(path, value, rule):
 def _edits_of_null(path, rule):
     """A null leaf (a default left unset, an entry dropped by the micro config): the default
     config's value where it has one, else a value of the type the schema allows."""
-    default = load_workflow_config([], check_paths=False)
+    default = load_workflow_config([], check_paths=False, base_dir=Path(__file__).resolve().parents[2])
     for part in path:
         default = default.get(part) if isinstance(default, dict) else None
     if default is not None:
@@ -79,7 +81,10 @@ def _edits_of_null(path, rule):
     if path[-1] == "exit_prior":   # one weight per loop
         return [[float(i + 1) for i in range(CONFIG["model"]["arch"]["total_ut_steps"])]]
     types = rule.get("type", [])
-    return ["downloads/edited.tar.gz"] if "string" in types else []
+    return [EDITED_PATH] if "string" in types else []
+
+
+EDITED_PATH = "downloads/edited.tar.gz"   # a file path where one was null: accepted only where no check reads it
 
 
 def job_reads(rule, wildcards: dict):
@@ -119,8 +124,9 @@ def test_each_key_reruns_exactly_the_jobs_that_declare_it(finished):
         for candidate in edits(path, value, schema_at(schema, path)):
             trial = json.loads(json.dumps(micro))
             _set(trial, path, candidate)
-            try:
-                load_workflow_config([_write(finished, trial)], check_paths=False)
+            try:   # a path put where a null was must pass the checks of the paths a run reads
+                load_workflow_config([_write(finished, trial)], check_paths=candidate == EDITED_PATH,
+                                     base_dir=finished)
             except LoopKVError:
                 continue
             edited = trial
