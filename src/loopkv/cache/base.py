@@ -256,6 +256,7 @@ class LoopCache(ABC):
             raise LoopKVError(f"KV method {self.name or type(self).__name__!r} cannot evict tokens "
                               f"(it states no per-token stores)")
         self._check_kept(index)
+        index = index.to(self.positions.device)   # once, not once per stored tensor (T*D of them)
         for name, dim in self.token_stores.items():
             setattr(self, name, select_tokens(getattr(self, name), dim, index))
         self._keep_base_tokens(index)

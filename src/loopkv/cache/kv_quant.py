@@ -134,6 +134,7 @@ class QuantCache(LoopCache):
                 or not torch.equal(residual, torch.arange(whole, held)):
             raise LoopKVError(f"kv_quant evicts whole key groups of {g} tokens (and no key still waiting for "
                               f"its group): cannot keep {index.tolist()} of {held}")
+        index, quantised, groups = (t.to(self.positions.device) for t in (index, quantised, groups))
         for store in ("v_codes", "v_scale", "v_zero"):
             setattr(self, store, select_tokens(getattr(self, store), 2, index))
         if len(groups):
