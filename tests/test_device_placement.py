@@ -17,7 +17,8 @@ from loopkv.errors import LoopKVError  # noqa: E402
 from loopkv.models.melt_model import melt_from_teacher  # noqa: E402
 from loopkv.utils.device import model_device, place, release_strict_devices, resolve_device, to_host  # noqa: E402
 
-METHODS_CFG = {"cache_dtype": "bfloat16", "k_share": 0.375, "kv_quant_group": 4, "budgets": {"4x": 4.0}}
+METHODS_CFG = {"cache_dtype": "bfloat16", "k_share": 0.375, "kv_quant_group": 4, "budgets": {"4x": 4.0}, "rope_share": 0.25,
+               "query_adapter": True}
 HEAD_DIM = 16   # kv_quant packs 8 values a byte
 CASES = [(m, p) for m in METHODS for p in (METHODS[m].read_paths or (None,))]
 

@@ -8,9 +8,10 @@ import pytest
 
 from loopkv.cache.registry import METHODS
 from loopkv.cli import build_parser
-from loopkv.config import DEFAULT_CONFIG_PATH, load_config, load_workflow_config, melt_budget_label
+from loopkv.config import DEFAULT_CONFIG_PATH, decoupled_variants, load_config, load_workflow_config, melt_budget_label
 from loopkv.errors import LoopKVError
 from loopkv.jobs.declared import job_spec, job_specs
+from loopkv.jobs.views import ABLATION_SECTIONS
 from loopkv.jobs.runner import SliceRead
 from loopkv.jobs.slices import job_slice
 
@@ -27,9 +28,12 @@ def wildcard_sets(command: str, cfg: dict):
     task = {"data-task": "passkey", "lm-eval-shard": cfg["lm_eval"]["tasks"][0]["name"]}.get(command, "passkey")
     budgets = list(cfg["methods"]["budgets"])
     for method in METHODS:
+        if command == "distill-ablation" and method not in ABLATION_SECTIONS:
+            continue   # variants are distilled of these methods only (the command refuses others)
         budget = "1x" if method == "full" else melt_budget_label(cfg) if method == "melt" else budgets[0]
+        variant = (decoupled_variants(cfg) or ["none"])[0] if method == "lla_decoupled" else "full"
         for stage in (1, 2):
-            yield {"method": method, "budget": budget, "task": task, "recipe": "full", "variant": "full", "stage": stage,
+            yield {"method": method, "budget": budget, "task": task, "recipe": "full", "variant": variant, "stage": stage,
                    "which": 3 + stage - 1, "shard": 0, "shards": 1}
 
 

@@ -717,9 +717,17 @@ def _cell_problems(c: dict, budget: str, name: str) -> Iterator[str]:
     layout = codec_layouts().get(name)
     if layout is not None and layout not in c["calibration"]["layouts"]:
         yield f"{name} is SVD-initialised from {layout!r} moments: add it to calibration.layouts"
-    elif setting_at_ratio(name, shape, ratio, CACHE_BITS[methods["cache_dtype"]], methods["k_share"]) is None:
+    elif (found := setting_at_ratio(name, shape, ratio, CACHE_BITS[methods["cache_dtype"]], methods["k_share"])) is None:
         yield (f"{name} cannot reach {ratio:g}x with T={shape.loops}, D={shape.layers}, "
                f"H={shape.heads}, d_head={shape.head_dim} and a {methods['cache_dtype']} cache")
+    else:   # the method's own keys applied to that setting (lla_decoupled: its rotated dims out of the budget)
+        from loopkv.cache.registry import METHODS
+
+        cls = METHODS[name]
+        try:
+            cls.configured_kwargs(dict(found["kwargs"]), methods, shape)
+        except LoopKVError as e:
+            yield f"{name} at {budget}: {e}"
 
 
 RANK_SWEEP_METHOD = "lla"   # LLA Table 8 sweeps the per-head codec's rank
@@ -733,6 +741,34 @@ def ablation_variants(c: dict) -> list[str]:
                 if change is not None and ablations["budget"] is not None}
     recipe = [name for name, change in variants.items() if not change][:1]
     return recipe + [name for name in variants if name not in recipe]
+
+
+DECOUPLED_METHOD = "lla_decoupled"   # LLA Table 14's method
+
+
+def decoupled_variants(c: dict) -> list[str]:
+    """LLA Table 14's decoupled-RoPE variants in config order (a variant set to null left out); none
+    when Table 10 is off (its recipe is Table 14's full-RoPE row, at its budget and schedule)."""
+    if not ablation_variants(c):
+        return []
+    return [name for name, change in c["decoupled_rope"]["variants"].items() if change is not None]
+
+
+def decoupled_methods(c: dict, change: dict) -> dict:
+    """The `methods` section as a Table 14 variant sets it (its rope share and query adapter)."""
+    return {**c["methods"], "rope_share": change.get("rope_share", c["methods"]["rope_share"]),
+            "query_adapter": change.get("query_adapter", c["methods"]["query_adapter"])}
+
+
+def _check_decoupled_rope(c: dict) -> Iterator[Problem]:
+    """LLA Table 14: every variant's rotated dims fit the head and leave a latent at Table 10's budget."""
+    if c["distill_ablations"]["budget"] not in c["methods"]["budgets"]:
+        return   # _check_distill_ablations names the unknown budget
+    for name in decoupled_variants(c):
+        change, key = c["decoupled_rope"]["variants"][name], f"decoupled_rope.variants.{name}"
+        probe = {**c, "methods": decoupled_methods(c, change)}
+        for message in _cell_problems(probe, c["distill_ablations"]["budget"], DECOUPLED_METHOD):
+            yield key, message
 
 
 def eviction_cells(c: dict) -> list[tuple[str, str]]:
@@ -1086,7 +1122,7 @@ _SEMANTIC_CHECKS: list[Callable[[dict], Iterator[Problem]]] = [
     _check_packed_rows, _check_launch, _check_budgets, _check_methods, _check_melt, _check_lm_eval,
     _check_table1_benchmarks,
     _check_passkey_grid, _check_on_policy, _check_serve, _check_generation, _check_loop_depths, _check_kernel,
-    _check_exit_prior, _check_distill_ablations, _check_eviction,
+    _check_exit_prior, _check_distill_ablations, _check_decoupled_rope, _check_eviction,
     _check_paper_models, _check_jobs,
 ]
 

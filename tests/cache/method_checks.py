@@ -45,6 +45,7 @@ LOOPS, LAYERS, HEADS, HEAD_DIM = 3, 2, 4, 16    # head_dim % 8 == 0: kv_quant pa
 # budgets tried in this order for a method's compressed setting (the teacher's is 1x); 3x and 6x are
 # T and 2T on the test model (final-loop reuse, MELT)
 METHODS_CFG = {"cache_dtype": "bfloat16", "k_share": 0.375, "kv_quant_group": 4, "read_path": "latent",
+               "rope_share": 0.25, "query_adapter": True,
                "budgets": {"4x": 4.0, "3x": 3.0, "2x": 2.0, "6x": 6.0, "8x": 8.0}}
 # float64 models; attention the method computes in float32 (LLA's fused read) is compared at float32's
 # round-off through the model: per call it is ~3e-7 in both families (test_lla.py), through the model

@@ -6,11 +6,14 @@ import torch
 from loopkv.analysis.calibration import Calibration, capture_kv
 from loopkv.cache import make_cache
 from loopkv.cache.latent_codec import LAYOUTS, LatentCodec
+from loopkv.cache.budget import LatentBudget
 from loopkv.cache.registry import METHODS, codec_layouts, codec_methods, read_path_methods
 
 METHOD_LAYOUT = codec_layouts()
-# (method, read_path) of every codec method; mla_head has one read path (its latents are per loop already)
-CACHES = [(m, p) for m in codec_methods() for p in (METHODS[m].read_paths or (None,))]
+# (method, read_path) of every method with a LatentCodec (lla_decoupled's codec has tests of its own);
+# mla_head has one read path (its latents are per loop already)
+LATENT_CODEC_METHODS = [m for m in codec_methods() if issubclass(METHODS[m], LatentBudget)]
+CACHES = [(m, p) for m in LATENT_CODEC_METHODS for p in (METHODS[m].read_paths or (None,))]
 
 
 def build(method, read_path, config, codec):
@@ -159,7 +162,7 @@ def test_bad_ranks_and_layouts_are_rejected():
         LatentCodec(sizes, ("head",), {"k": 2, "v": 2})
 
 
-@pytest.mark.parametrize("method", read_path_methods())
+@pytest.mark.parametrize("method", [m for m in read_path_methods() if m in LATENT_CODEC_METHODS])
 @pytest.mark.parametrize("cpu_kernel", ["cpp", "torch"])    # the fused read's two CPU implementations
 def test_latent_and_full_read_paths_give_the_same_logits(reference_model, calibration, method, cpu_kernel,
                                                          monkeypatch):
@@ -181,7 +184,7 @@ def test_latent_and_full_read_paths_give_the_same_logits(reference_model, calibr
     torch.testing.assert_close(logits["fused"], logits["latent"], atol=1e-4, rtol=0)
 
 
-@pytest.mark.parametrize("method", read_path_methods())
+@pytest.mark.parametrize("method", [m for m in read_path_methods() if m in LATENT_CODEC_METHODS])
 @pytest.mark.parametrize("cpu_kernel", ["cpp", "torch"])
 def test_fused_path_generates_left_padded_batches_like_the_latent_path(reference_model, calibration, method,
                                                                        cpu_kernel, monkeypatch):
@@ -219,7 +222,7 @@ def test_fused_read_follows_a_codec_updated_in_place(reference_model, calibratio
     torch.testing.assert_close(logits["fused"], logits["latent"], atol=1e-4, rtol=0)
 
 
-@pytest.mark.parametrize("method", read_path_methods())
+@pytest.mark.parametrize("method", [m for m in read_path_methods() if m in LATENT_CODEC_METHODS])
 @pytest.mark.parametrize("length", [1, 7])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_the_cpu_encode_kernel_equals_the_python_encode_bit_for_bit(reference_model, calibration, method, length,

@@ -103,7 +103,8 @@ def test_a_passkey_claim_on_a_method_the_grid_does_not_serve_is_not_run(tmp_path
 
 
 def test_the_registry_states_every_claim_once_and_names_real_columns():
-    from loopkv.report import ablations, eviction_table, exposure, melt_tables, rank_sweep, serving_tables, table1, table7
+    from loopkv.report import (ablations, decoupled_table, eviction_table, exposure, melt_tables, rank_sweep,
+                               serving_tables, table1, table7)
 
     assert len(CLAIMS) >= 30 and len({c.id for c in CLAIMS}) == len(CLAIMS)
     assert {c.paper for c in CLAIMS} >= {"LLA", "MELT"}
@@ -114,7 +115,7 @@ def test_the_registry_states_every_claim_once_and_names_real_columns():
               "table13": serving_tables.TABLE13.csv_fields,
               "table3_huginn": table1.table_spec([], "Huginn-3.5B").csv_fields,
               "table8": rank_sweep.spec([]).csv_fields, "table10": ablations.SPEC.csv_fields,
-              "table9": eviction_table.SPEC.csv_fields}
+              "table9": eviction_table.SPEC.csv_fields, "table14": decoupled_table.SPEC.csv_fields}
     for c in CLAIMS:
         for q in (c.quantity, c.minus):
             if q is None or not hasattr(q, "column"):

@@ -11,7 +11,7 @@ from loopkv.serve.footprint import fill_cache, footprint, served_cache, served_s
 TINY = OuroConfig(vocab_size=300, hidden_size=128, num_hidden_layers=4, total_ut_steps=4, num_attention_heads=4,
                   num_key_value_heads=4, head_dim=32, intermediate_size=512, max_position_embeddings=1024)
 METHODS_CFG = {"budgets": {"4x": 4.0, "5.33x": 5.333333, "21.33x": 21.333333}, "cache_dtype": "bfloat16",
-               "k_share": 0.375, "kv_quant_group": 32}
+               "k_share": 0.375, "kv_quant_group": 32, "rope_share": 0.25, "query_adapter": False}
 # every registered method at every budget it reaches on TINY, each read path
 CELLS = [(m, b, path) for m, cls in METHODS.items() for b, ratio in {"1x": 1.0, **METHODS_CFG["budgets"]}.items()
          if cls.setting_at_ratio(CacheShape.of(TINY), ratio, 16) is not None for path in (cls.read_paths or (None,))]

@@ -17,7 +17,8 @@ def test_default_target_plans_data_and_teacher(workdir):
     assert jobs == {"corpus": 1, "tokenizer": 1, "task_data": 3, "teacher_pretrain": 1, "teacher_eval": 1,
                     "calibrate": 1, "cross_loop_structure": 1, "fig2_spectra": 1, "fig3_trajectories": 1, "distill": 12,
                     "method_eval": 18, "table1": 1, "table8": 1, "melt_stage1": 7, "melt_stage2": 7, "melt_eval": 8,
-                    "distill_ablation": 5, "table10": 1,   # Table 10: the recipe and four ablations at 4x
+                    "distill_ablation": 9, "table10": 1,   # Table 10: the recipe and four ablations at 4x
+                    "table14": 1,                          # Table 14: four decoupled-RoPE variants beside its recipe
                     # Table 9: eviction alone, over 8-bit kv_quant (its own plain cell, 2x) and over LLA 4x
                     "eviction_eval": 3, "table9": 1,
                     "melt_table": 2, "melt_vs_lla": 1, "melt_memory": 1, "fig_memory": 1,
@@ -31,7 +32,7 @@ def test_default_target_plans_data_and_teacher(workdir):
                     "claims_html": 1, **{f"{name}_html": 1 for name in HTML_TABLES}}
 
 
-HTML_TABLES = ("table1", "table8", "table9", "table10", "table4", "table7", "table12", "table5", "table13", "melt_table3", "melt_table4", "melt_vs_lla")
+HTML_TABLES = ("table1", "table8", "table9", "table10", "table14", "table4", "table7", "table12", "table5", "table13", "melt_table3", "melt_table4", "melt_vs_lla")
 
 
 def test_table1_cells_follow_the_config(workdir):

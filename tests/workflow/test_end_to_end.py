@@ -161,6 +161,29 @@ def test_table10_reads_each_variants_curve(finished):
     assert (finished / "reports/fig12_ablation_curves.png").read_bytes().startswith(b"\x89PNG")
 
 
+def test_table14_sets_table_10s_recipe_beside_each_decoupled_variant(finished):
+    """micro's Table 14: Table 10's recipe (full RoPE) and the decoupled variant with a query adapter
+    (d_rope 4 of 16: a quarter, the paper's 32 of 128), each row its curve's numbers."""
+    import csv
+
+    rows = list(csv.DictReader(open(finished / "reports/table14.csv")))
+    assert [(r["variant"], r["rope"], r["paper_row"]) for r in rows] == [("full", "full", "full_rope"),
+                                                                         ("adapter", "decoupled", "d0.25_adapter_short")]
+    paths = [finished / "results/ablations/lla/4x/full/curve.json",
+             finished / "results/ablations/lla_decoupled/4x/adapter/curve.json"]
+    for row, path in zip(rows, paths):
+        curve = json.loads(path.read_text())
+        assert float(row["kl_init"]) == curve["curve"]["heldout"][0]["kl"] and float(row["kl_best"]) == curve["best"]["kl"]
+    decoupled = json.loads(paths[1].read_text())
+    # r_k + d_rope + r_v = LLA's per-head budget at 4x (2 * T * d_head / 4 = 16)
+    assert decoupled["setting"]["kwargs"] == {"rank_k": 4, "rank_v": 8, "d_rope": 4, "query_adapter": True}
+    assert rows[1]["ranks"] == "4/4/8" and float(rows[1]["paper_kl"]) == 1.04
+    import torch
+
+    codec = torch.load(finished / "results/ablations/lla_decoupled/4x/adapter/codec.pt", weights_only=True)
+    assert codec["codec_state"]["adapter"].shape == (2 * 2, 12, 12)   # D x H_q maps of the content dims
+
+
 def test_table9_pairs_each_evicting_cell_with_table_1s(finished):
     """micro's Table 9: eviction alone and over LLA 4x (sinks 4 + window 8), each beside its Table 1
     cell; the held tokens at the KL windows' length (16) are the sinks and the window."""
@@ -190,9 +213,10 @@ def test_a_distillation_edit_reruns_only_the_codec_cells(finished):
         "distill": 2, "method_eval": 2, "table1": 1, "table8": 1, "melt_vs_lla": 1, "melt_memory": 1, "fig_memory": 1,
         "distill_on_policy": 1, "on_policy_eval": 1, "table4_fig7": 1, "lm_eval_shard": 7, "lm_eval_merge": 6,
         "table7": 1, "fig8": 1, "agreement": 1, "claims": 1, "all": 1,
-        "distill_ablation": 2, "table10": 1,   # Table 10's two variants distil with the same lambda_attn
+        "distill_ablation": 3, "table10": 1,   # Table 10's two variants and Table 14's one distil with it
+        "table14": 1,
         "eviction_eval": 1, "table9": 1,       # Table 9's LLA 4x cell reads the 4x codec
-        **pages("table1", "table8", "table9", "table10", "melt_vs_lla", "table4", "table7", "table12")}
+        **pages("table1", "table8", "table9", "table10", "table14", "melt_vs_lla", "table4", "table7", "table12")}
 
 
 def test_a_resource_edit_reruns_nothing(finished):

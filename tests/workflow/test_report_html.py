@@ -18,7 +18,7 @@ from workflow_helpers import snakemake
 
 pytestmark = pytest.mark.slow
 
-TABLES = ["claims", "table1", "table4", "table7", "table8", "table9", "table10", "table12", "table5", "table13", "melt_table3",
+TABLES = ["claims", "table1", "table4", "table7", "table8", "table9", "table10", "table14", "table12", "table5", "table13", "melt_table3",
           "melt_table4", "melt_vs_lla", "teacher_depth"]
 FIGURES = ["fig2_spectra", "fig3_trajectories", "fig5_rank_sweep", "fig7_exposure", "fig8_passkey", "fig10_capacity",
            "fig11_pareto", "fig12_ablation_curves", "fig_memory_vs_length"]

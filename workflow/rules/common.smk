@@ -5,7 +5,7 @@ import shlex
 import sys
 
 from loopkv.cache.registry import codec_methods
-from loopkv.config import (ablation_variants, eviction_cells, load_config, melt_budget_label, rank_sweep_cells,
+from loopkv.config import (DECOUPLED_METHOD, ablation_variants, decoupled_variants, eviction_cells, load_config, melt_budget_label, rank_sweep_cells,
                            table1_benchmark_tasks, workflow_file_problems)
 from loopkv.data.benchmarks import BENCHMARKS, source_file as bench_source_file
 from loopkv.eval.lm_tasks import split_task_id, task_id as lm_task_id
@@ -189,6 +189,7 @@ def default_targets():
     suite += [f"{REPORTS}/table8.pdf", f"{REPORTS}/fig5_rank_sweep.pdf"] if config["methods"]["rank_sweep"] else []
     suite += [f"{REPORTS}/table10.pdf", f"{REPORTS}/fig12_ablation_curves.pdf"] if DISTILL_ABLATIONS else []
     suite += [f"{REPORTS}/table9.pdf"] if EVICTION_CELLS else []
+    suite += [f"{REPORTS}/table14.pdf"] if DECOUPLED_VARIANTS else []
     serving = [f"{REPORTS}/table5.pdf", f"{REPORTS}/table13.pdf"]
     serving += [f"{REPORTS}/fig10_capacity.pdf"] if config["serve"]["capacity_contexts"] else []
     claims = [f"{REPORTS}/claims.md"]
@@ -216,6 +217,8 @@ def report_tables():
         tables["table9"] = ("lla", "LLA Table 9: token eviction composed with KV methods")
     if DISTILL_ABLATIONS:
         tables["table10"] = ("lla", "LLA Table 10: design ablations of the recipe")
+    if DECOUPLED_VARIANTS:
+        tables["table14"] = ("lla", "LLA Table 14: decoupled RoPE, the absorbable path")
     if config["on_policy"]["budgets"]:
         tables["table4"] = ("lla", "LLA Table 4: off- vs on-policy distillation")
     if LM_MODELS and LM_TASK_DATA:
@@ -252,6 +255,8 @@ def claim_reports():
         reports["table10"] = f"{REPORTS}/table10.csv"
     if EVICTION_CELLS:
         reports["table9"] = f"{REPORTS}/table9.csv"
+    if DECOUPLED_VARIANTS:
+        reports["table14"] = f"{REPORTS}/table14.csv"
     return reports
 
 
@@ -282,6 +287,7 @@ def table8_benchmark_results():
 
 
 DISTILL_ABLATIONS = ablation_variants(config)   # LLA Table 10's variants, the recipe first
+DECOUPLED_VARIANTS = decoupled_variants(config)  # LLA Table 14's decoupled-RoPE variants
 EVICTION_CELLS = eviction_cells(config)          # LLA Table 9's (method, budget) cells
 
 
@@ -289,6 +295,12 @@ def table10_curves():
     """The distillation curve of every Table 10 variant (LLA at distill_ablations.budget), in table order."""
     budget = config["distill_ablations"]["budget"]
     return [R(f"ablations/lla/{budget}/{v}/curve.json") for v in DISTILL_ABLATIONS]
+
+
+def table14_curves():
+    """Table 14's rows: Table 10's recipe (full-RoPE LLA), then each decoupled-RoPE variant's curve."""
+    budget = config["distill_ablations"]["budget"]
+    return table10_curves()[:1] + [R(f"ablations/{DECOUPLED_METHOD}/{budget}/{v}/curve.json") for v in DECOUPLED_VARIANTS]
 
 
 def table8_cells():

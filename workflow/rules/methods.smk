@@ -37,7 +37,8 @@ rule distill:
         " --checkpoints {params.checkpoints:q} --threads {threads:q} --ranks {resources.ranks:q} --no-progress --device {resources.device:q} > {log:q} 2>&1"
 
 
-# LLA Table 10's variants: the distill rule's command with one thing changed, on the short schedule
+# LLA Table 10's variants (lla: the distill rule's command with one thing changed) and Table 14's
+# (lla_decoupled: decoupled RoPE), on the short schedule
 rule distill_ablation:
     input:
         teacher=f"{teacher_dir()}/config.json",
@@ -48,8 +49,8 @@ rule distill_ablation:
         codec=R("ablations/{method}/{budget}/{variant}/codec.pt"),
         curve=R("ablations/{method}/{budget}/{variant}/curve.json"),
     wildcard_constraints:
-        method="lla",
-        variant="|".join(DISTILL_ABLATIONS) or "^$",
+        method="lla|lla_decoupled",
+        variant="|".join(DISTILL_ABLATIONS + DECOUPLED_VARIANTS) or "^$",
     params:
         cfg=job_cfg("distill-ablation"),
         teacher=parent("teacher"),

@@ -92,6 +92,26 @@ rule table10:
         " --fig-pdf {output.fig_pdf:q} --fig-png {output.fig_png:q} > {log:q} 2>&1"
 
 
+rule table14:
+    input:
+        curves=table14_curves(),
+    output:
+        pdf=f"{REPORTS}/table14.pdf",
+        csv=f"{REPORTS}/table14.csv",
+        tex=f"{REPORTS}/table14.tex",
+    params:
+        cfg=job_cfg("table14"),
+        curves=flag_args(("--curve", f"{v}={path}") for v, path in zip(DISTILL_ABLATIONS[:1] + DECOUPLED_VARIANTS,
+                                                                       table14_curves())),
+    log:
+        f"{LOGS}/report/table14.log",
+    benchmark:
+        f"{LOGS}/benchmarks/report/table14.tsv"
+    shell:
+        "loopkv table14 --cfg {params.cfg:q} {params.curves}"
+        " --pdf {output.pdf:q} --csv {output.csv:q} --tex {output.tex:q} > {log:q} 2>&1"
+
+
 rule agreement:
     input:
         pairs=[path for pair in agreement_pairs() for path in pair],

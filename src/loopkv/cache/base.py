@@ -94,9 +94,10 @@ class LoopCache(ABC):
         raise NotImplementedError(f"KV method {cls.name!r} states no budget rule")
 
     @classmethod
-    def configured_kwargs(cls, kwargs: dict, methods_cfg: dict) -> dict:
+    def configured_kwargs(cls, kwargs: dict, methods_cfg: dict, shape=None) -> dict:
         """A setting's constructor arguments with the method's own config keys (`config_keys`, read
-        from config section `methods`) applied; they are present (settings.configured_setting checks)."""
+        from config section `methods`) applied; they are present (settings.configured_setting checks).
+        `shape`: the model's budget.CacheShape (a key may be relative to it)."""
         return kwargs
 
     @classmethod
@@ -162,6 +163,11 @@ class LoopCache(ABC):
         (no past, no padding). Returns (B, H, L, d_head)."""
         keys, values = self.update(loop, layer, positions, k, v)
         return attention(q, keys, values, mask)
+
+    def read_query(self, loop: int, layer: int, positions: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        """The query the method's attention scores with, from the model's RoPE'd q: q itself, unless the
+        method serves a changed attention (decoupled RoPE); the teacher-forced view reads it too."""
+        return q
 
     @abstractmethod
     def update(self, loop: int, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor):

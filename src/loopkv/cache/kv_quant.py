@@ -64,7 +64,7 @@ class QuantCache(LoopCache):
         return None
 
     @classmethod
-    def configured_kwargs(cls, kwargs, methods_cfg):
+    def configured_kwargs(cls, kwargs, methods_cfg, shape=None):
         return {**kwargs, "group_size": methods_cfg["kv_quant_group"]}
 
     def __init__(self, config, bits: int, group_size: int = 32):

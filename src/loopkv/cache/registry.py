@@ -16,6 +16,7 @@ from loopkv.cache.full import FullLoopCache
 from loopkv.cache.kv_quant import QuantCache
 from loopkv.cache.lla import LLACache
 from loopkv.cache.lla2d import LLA2DCache
+from loopkv.cache.lla_decoupled import LLADecoupledCache
 from loopkv.cache.melt import MeltCache
 from loopkv.cache.mla_head import MLAHeadCache
 from loopkv.errors import LoopKVError
@@ -30,6 +31,7 @@ BUILTIN: tuple[type[LoopCache], ...] = (
     CLACache,
     QuantCache,
     MeltCache,
+    LLADecoupledCache,
 )
 NAME = re.compile(r"[a-z][a-z0-9_]*")   # a config value, a CLI argument, a path component, a wildcard value
 METHODS: dict[str, type[LoopCache]] = {}

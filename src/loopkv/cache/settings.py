@@ -15,7 +15,7 @@ from typing import Callable
 
 from loopkv.cache.base import LoopCache
 from loopkv.cache.budget import CacheShape
-from loopkv.cache.latent_codec import LAYOUTS, LatentCodec, model_sizes
+from loopkv.cache.latent_codec import LatentCodec
 from loopkv.cache.registry import codec_layouts, codec_methods, make_cache, method_class, read_path_methods
 from loopkv.errors import LoopKVError
 
@@ -51,7 +51,7 @@ def configured_setting(methods_cfg: dict, method: str, budget: str, config) -> d
     for key in cls.config_keys:   # the method's own knobs (kv_quant: tokens per key-quantisation group)
         if key.removeprefix("methods.") not in methods_cfg:
             raise LoopKVError(f"config key {key!r} is missing from this job's methods slice")
-    setting["kwargs"] = cls.configured_kwargs(dict(setting["kwargs"]), methods_cfg)
+    setting["kwargs"] = cls.configured_kwargs(dict(setting["kwargs"]), methods_cfg, CacheShape.of(config))
     return {**setting, "budget": budget}
 
 
@@ -81,11 +81,11 @@ def load_codec(setting: dict, config, state: dict, source: str = "codec state") 
 
 
 def new_codec(setting: dict, config) -> LatentCodec:
-    layout = method_class(setting["method"]).layout
-    if layout is None:
+    """The (untrained) codec of a codec method's setting, as its class builds it (`new_codec`)."""
+    cls = method_class(setting["method"])
+    if cls.layout is None:
         raise LoopKVError(f"{setting['method']} has no codec (codec methods: {', '.join(codec_methods())})")
-    ranks = {"k": setting["kwargs"]["rank_k"], "v": setting["kwargs"]["rank_v"]}
-    return LatentCodec(model_sizes(config), LAYOUTS[layout], ranks)
+    return cls.new_codec(setting["kwargs"], config)
 
 
 def svd_codec(setting: dict, config, calibration, init: str = "svd", seed: int = 0) -> LatentCodec:

@@ -62,6 +62,7 @@ class TeacherForcedCache(LoopCache):
     def __init__(self, config, view: LoopCache, source: KVTrace | None = None):
         super().__init__(config)
         self.view = view
+        self.rotary = view.rotary   # the view's attention may rotate keys differently (decoupled RoPE)
         self.trace = KVTrace()
         self.source = source
 
@@ -70,6 +71,7 @@ class TeacherForcedCache(LoopCache):
             raise ValueError("the teacher-forced view runs on whole windows: no padding, no cached past")
         self.trace.keys[loop, layer], self.trace.values[loop, layer] = k, v
         past_k, past_v = self.view.reconstruct(loop, layer, self.trace if self.source is None else self.source)
+        q = self.view.read_query(loop, layer, positions, q)
         groups = q.shape[1] // k.shape[1]
         expand = (lambda x: x.repeat_interleave(groups, dim=1)) if groups > 1 else (lambda x: x)
         out = diagonal_exact_attention(

@@ -12,7 +12,7 @@ from loopkv.claims.evidence import Computed, cell
 from loopkv.report.paper_values import (HUGINN_HEAD_AXIS_ERROR, HUGINN_TABLE3, MELT_MEMORY, MELT_TABLE3, MELT_TABLE4,
                                         OURO_2_6B, OURO_2_6B_TEACHER_GSM8K, TABLE1, TABLE4, TABLE5_FOOTPRINT,
                                         TABLE5_SPEED, TABLE7, TABLE8, TABLE9, TABLE10, TABLE12,
-                                        TABLE13, FIG2_CROSS_LOOP)
+                                        TABLE13, TABLE14, FIG2_CROSS_LOOP)
 
 MARGIN = 0.02   # "holds the teacher's accuracy": within two points (the papers' own 4x deltas are < 1 point)
 ARITH = "arithmetic-chain exact match (stand-in for GSM8K / MATH-500)"
@@ -298,6 +298,30 @@ for claim_id, variant, statement in [
         f"KL {TABLE10['full']} vs {TABLE10[variant]}",
         cell("table10", "kl_best", paper_row=variant), ">=", 0, minus=cell("table10", "kl_best", paper_row="full"),
         stand_in="the ablation's KL minus the recipe's: a KL is a point value of one seed, as in the paper"))
+
+# ---- LLA, Table 14: what decoupled RoPE (the absorbable path) costs, and what recovers some of it
+_T14_STAND_IN = "one KL minus the other, each a point value of one seed after the short schedule, as in the paper"
+
+
+def _t14_paper_kl(row: str) -> float:
+    """The paper's KL of a Table 14 row named as report/decoupled_table.py names it (paper_row)."""
+    key = "full_rope" if row == "full_rope" else (float(row.split("_")[0][1:]), "adapter" in row, "longer" in row)
+    return TABLE14[key]["kl"]
+
+
+for claim_id, worse, better, statement in [
+        ("lla-t14-decoupled-costs-quality", "d0.5_plain_short", "full_rope",
+         "Decoupled RoPE (half the head rotated, no adapter) costs quality: its KL is above full-RoPE LLA's"),
+        ("lla-t14-adapter-helps", "d0.5_plain_short", "d0.5_adapter_short",
+         "A query adapter lowers decoupled RoPE's KL"),
+        ("lla-t14-longer-helps", "d0.5_adapter_short", "d0.5_adapter_longer",
+         "Longer training lowers decoupled RoPE's KL further"),
+        ("lla-t14-narrow-rope-worse", "d0.25_adapter_short", "d0.5_adapter_short",
+         "A narrower rotated part (a quarter of the head) is worse than half")]:
+    register_claim(Claim(
+        claim_id, "LLA", "Table 14", statement + " (held-out KL)", f"KL {_t14_paper_kl(worse)} vs {_t14_paper_kl(better)}",
+        cell("table14", "kl_best", paper_row=worse), ">=", 0, minus=cell("table14", "kl_best", paper_row=better),
+        stand_in=_T14_STAND_IN))
 
 # ---- LLA, Figure 2: the cross-loop structure that motivates the codec
 register_claim(Claim(

@@ -70,22 +70,52 @@ def melt_table(config: Mapping, which: int | str, **_) -> list:
     return rows
 
 
-def distill_ablation(config: Mapping, variant: str, **_) -> dict:
-    """One LLA Table 10 variant's distillation settings: distill.* on the short schedule
-    (distill_ablations.steps / eval_every, the warm-up capped at the steps), its lambda_attn, and its
-    codec init (svd unless it says otherwise)."""
+# the codec method of each table of variants distilled on Table 10's short schedule -> its variants' section
+ABLATION_SECTIONS = {"lla": "distill_ablations", "lla_decoupled": "decoupled_rope"}
+
+
+def _ablation_change(config: Mapping, method: str, variant: str) -> dict:
+    section = ABLATION_SECTIONS.get(method)
+    if section is None:
+        raise LoopKVError(f"no table distils variants of {method!r} (those of: {', '.join(ABLATION_SECTIONS)})")
+    change = config[section]["variants"].get(variant)
+    if change is None:
+        raise LoopKVError(f"{section}.variants has no variant {variant!r}")
+    return change
+
+
+def distill_ablation(config: Mapping, variant: str, method: str = "lla", **_) -> dict:
+    """One variant's distillation settings (LLA Table 10's, or Table 14's for lla_decoupled): distill.*
+    on the short schedule (distill_ablations.steps / eval_every, times the variant's steps_factor; the
+    warm-up capped at the steps), its lambda_attn, and its codec init (svd unless it says otherwise)."""
+    change = _ablation_change(config, method, variant)
     ablations = config["distill_ablations"]
-    if ablations["variants"].get(variant) is None:
-        raise LoopKVError(f"distill_ablations.variants has no variant {variant!r}")
-    change = ablations["variants"][variant]
+    steps = ablations["steps"] * change.get("steps_factor", 1)
     recipe = dict(config["distill"])
-    recipe.update(steps=ablations["steps"], eval_every=ablations["eval_every"],
-                  checkpoint_every=ablations["eval_every"], warmup_steps=min(recipe["warmup_steps"], ablations["steps"]))
+    recipe.update(steps=steps, eval_every=ablations["eval_every"],
+                  checkpoint_every=ablations["eval_every"], warmup_steps=min(recipe["warmup_steps"], steps))
     recipe["lambda_attn"] = change.get("lambda_attn", recipe["lambda_attn"])
     recipe["init"] = change.get("init", "svd")
     return recipe
 
 
-def distill_ablation_k_share(config: Mapping, variant: str, **_) -> float:
-    """K's share of the latent budget of one Table 10 variant (methods.k_share unless it says otherwise)."""
-    return config["distill_ablations"]["variants"][variant].get("k_share", config["methods"]["k_share"])
+def distill_ablation_k_share(config: Mapping, variant: str, method: str = "lla", **_) -> float:
+    """K's share of the latent budget of one variant (methods.k_share unless it says otherwise)."""
+    return _ablation_change(config, method, variant).get("k_share", config["methods"]["k_share"])
+
+
+def distill_ablation_rope_share(config: Mapping, variant: str, method: str = "lla", **_) -> float | None:
+    """A Table 14 variant's rope share (methods.rope_share unless it says otherwise); None for a method without one."""
+    if method not in METHOD_KEYS_OF_VARIANTS:
+        return None
+    return _ablation_change(config, method, variant).get("rope_share", config["methods"]["rope_share"])
+
+
+def distill_ablation_query_adapter(config: Mapping, variant: str, method: str = "lla", **_) -> bool | None:
+    """A Table 14 variant's query adapter (methods.query_adapter unless it says otherwise); None without one."""
+    if method not in METHOD_KEYS_OF_VARIANTS:
+        return None
+    return _ablation_change(config, method, variant).get("query_adapter", config["methods"]["query_adapter"])
+
+
+METHOD_KEYS_OF_VARIANTS = ("lla_decoupled",)   # methods whose variants set rope_share / query_adapter

@@ -199,13 +199,14 @@ def merge_partial_attention(out_a, lse_a, out_b, lse_b):
 
 
 def exact_attention_with_lse(q, keys, values, mask):
-    """Attention over explicit (post-RoPE) K/V with its lse; mask (B, 1, L, S) bool or None = causal."""
-    hq = q.shape[1]
+    """Attention over explicit (post-RoPE) K/V with its lse; mask (B, 1, L, S) bool or None = causal.
+    Computed in float32, or in q's dtype where that is wider (float64 tests)."""
+    hq, dtype = q.shape[1], torch.promote_types(q.dtype, torch.float32)
     if keys.shape[2] == 1 and q.shape[2] == 1 and mask is None:    # a decode step's own key: weight 1
-        keys, values = _grouped(keys.float(), hq), _grouped(values.float(), hq)
-        return values, (q.float() * keys).sum(-1) / math.sqrt(q.shape[-1])
-    keys, values = _grouped(keys.float(), hq), _grouped(values.float(), hq)
-    scores = q.float() @ keys.transpose(-1, -2) / math.sqrt(q.shape[-1])
+        keys, values = _grouped(keys.to(dtype), hq), _grouped(values.to(dtype), hq)
+        return values, (q.to(dtype) * keys).sum(-1) / math.sqrt(q.shape[-1])
+    keys, values = _grouped(keys.to(dtype), hq), _grouped(values.to(dtype), hq)
+    scores = q.to(dtype) @ keys.transpose(-1, -2) / math.sqrt(q.shape[-1])
     if mask is None:
         length, s = scores.shape[-2:]
         mask = torch.ones(length, s, dtype=torch.bool, device=q.device).tril(s - length)

@@ -11,18 +11,25 @@ ROPE_STYLES = ("rotate_half", "interleaved")
 class Rotary:
     """cos/sin tables for given positions; no parameters, so caches and the model can each hold one."""
 
-    def __init__(self, head_dim: int, theta: float, style: str = "rotate_half"):
+    def __init__(self, head_dim: int, theta: float, style: str = "rotate_half", rotated_pairs: int | None = None):
+        """`rotated_pairs`: only the first (highest-frequency) pairs rotate, the others keep angle 0
+        (decoupled RoPE: the content dims carry no position); None: every pair rotates."""
         if style not in ROPE_STYLES:
             raise ValueError(f"rope style must be one of {ROPE_STYLES}, got {style!r}")
+        if rotated_pairs is not None and not 0 <= rotated_pairs <= head_dim // 2:
+            raise ValueError(f"rotated_pairs must be in [0, {head_dim // 2}], got {rotated_pairs}")
         self.head_dim = head_dim
         self.theta = float(theta)
         self.style = style
+        self.rotated_pairs = rotated_pairs
 
     def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """positions (B, L) -> cos, sin of shape (B, 1, L, head_dim), broadcast over heads."""
         # built per call, not stored: models are constructed on the meta device by from_pretrained
         exponents = torch.arange(0, self.head_dim, 2, dtype=torch.float64, device=positions.device) / self.head_dim
         inv_freq = (1.0 / self.theta**exponents).to(torch.float32)
+        if self.rotated_pairs is not None:
+            inv_freq[self.rotated_pairs:] = 0.0
         freqs = positions.to(torch.float32)[..., None] * inv_freq
         if self.style == "rotate_half":
             emb = torch.cat([freqs, freqs], dim=-1)[:, None]
@@ -35,6 +42,17 @@ class Rotary:
         if self.style == "rotate_half":
             return apply_rope(x, cos, sin)
         return x * cos + rotate_pairs(x) * sin
+
+
+def rope_dims(head_dim: int, d_rope: int, style: str = "rotate_half") -> tuple[torch.Tensor, torch.Tensor]:
+    """(rotated, content) dim indices of a head split for decoupled RoPE: the d_rope dims of the
+    d_rope / 2 highest-frequency pairs keep their rotation, the rest (content) carry none. The
+    highest frequencies are kept because they are the ones whose angle changes most with distance."""
+    if d_rope % 2 or not 0 <= d_rope <= head_dim:
+        raise ValueError(f"d_rope must be even and in [0, {head_dim}], got {d_rope}")
+    pair = torch.arange(head_dim) % (head_dim // 2) if style == "rotate_half" else torch.arange(head_dim) // 2
+    rotated = pair < d_rope // 2
+    return rotated.nonzero().flatten(), (~rotated).nonzero().flatten()
 
 
 def half_layout_order(head_dim: int, device=None) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""Subcommands: table1, table8, table9, table10, table7, melt-table1, check-agreement, fig8, table4-fig7,
+"""Subcommands: table1, table8, table9, table10, table14, table7, melt-table1, check-agreement, fig8, table4-fig7,
 melt-table, melt-vs-lla, fig-memory, teacher-depth."""
 from __future__ import annotations
 
@@ -50,6 +50,12 @@ TABLE10 = JobSpec(
     reads=(_DPI,),
     inputs=(Arg("curve", "VARIANT=curve.json of each distill_ablations variant, the recipe's first", kind="named"),),
     outputs=_table_files("pdf", "csv", "tex", "fig-pdf", "fig-png"))
+
+TABLE14 = JobSpec(
+    "table14", "LLA Table 14 (decoupled RoPE beside full-RoPE LLA) from the variants' distillation curves",
+    inputs=(Arg("curve", "VARIANT=curve.json: Table 10's recipe (full RoPE) first, then each decoupled_rope "
+                         "variant's", kind="named"),),
+    outputs=_table_files("pdf", "csv", "tex"))
 
 FIG10 = JobSpec(
     "fig-capacity", "LLA Figure 10 (capacity against context length) from serve-bench's result",
@@ -139,7 +145,7 @@ FIG_MEMORY = JobSpec(
 
 
 def register(sub) -> None:
-    for spec, body in ((TABLE1, _table1), (TABLE8, _table8), (TABLE9, _table9), (TABLE10, _table10), (FIG10, _fig10), (TABLE7, _table7), (MELT_TABLE1, _melt_table1),
+    for spec, body in ((TABLE1, _table1), (TABLE8, _table8), (TABLE9, _table9), (TABLE10, _table10), (TABLE14, _table14), (FIG10, _fig10), (TABLE7, _table7), (MELT_TABLE1, _melt_table1),
                        (CHECK_AGREEMENT, _check_agreement),
                        (TABLE5, _table5), (TABLE13, _table13), (FIG8, _fig8), (TABLE4_FIG7, _table4_fig7),
                        (MELT_TABLE, _melt_table), (MELT_VS_LLA, _melt_vs_lla), (FIG_MEMORY, _fig_memory),
@@ -372,6 +378,19 @@ def _table10(job) -> None:
         tables.write_all(rows, ablations.SPEC, ablations.note(rows), title, pdf, csv_path, tex)
     with atomic_path(args.fig_pdf) as pdf, atomic_path(args.fig_png) as png:
         ablations.plot(rows, curves, pdf, png, job.cfg["report"]["dpi"])
+
+
+def _table14(job) -> None:
+    from loopkv.report import decoupled_table, tables
+
+    args = job.args
+    curves = {variant: read_json(path, "curve", {"setting": {"kwargs": dict, "budget": str}, "best": {"kl": float},
+                                                "curve": {"heldout": list}, "recipe": dict})
+              for variant, path in job.named("curve").items()}
+    rows = decoupled_table.build_rows(curves)
+    title = "LLA Table 14, decoupled RoPE beside full-RoPE LLA: our held-out KL / top-1 (left) beside the paper's (right)"
+    with atomic_path(args.pdf) as pdf, atomic_path(args.csv) as csv_path, atomic_path(args.tex) as tex:
+        tables.write_all(rows, decoupled_table.SPEC, decoupled_table.note(rows), title, pdf, csv_path, tex)
 
 
 def _fig10(job) -> None:

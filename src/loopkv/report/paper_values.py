@@ -142,6 +142,15 @@ TABLE9_NO_EVICTION = 0.79
 
 # LLA Table 10 (Ouro-1.4B, 4x, its short schedule of 300 steps): held-out KL of the full recipe (SVD init,
 # 96/160 ranks, KL + attention matching) and of each variant that changes one thing; keyed by what changes.
+# LLA Table 14 (Ouro-1.4B, decoupled RoPE at d_head 128): held-out KL and top-1 agreement; keyed by
+# (the share of the head that keeps RoPE, query adapter, longer training). None: not reported.
+TABLE14_SOURCE = "LLA paper, Table 14 (Ouro-1.4B, decoupled RoPE, held-out KL / top-1)"
+TABLE14 = {"full_rope": {"kl": 0.059, "top1": 0.95},     # Table 1's 4x LLA; "about .95" top-1
+           (0.5, False, False): {"kl": 0.55, "top1": None},
+           (0.5, True, False): {"kl": 0.34, "top1": 0.84},
+           (0.5, True, True): {"kl": 0.30, "top1": 0.88},
+           (0.25, True, False): {"kl": 1.04, "top1": None}}
+
 TABLE10_SOURCE = "LLA paper, Table 10 (Ouro-1.4B, 4x, 300 steps, held-out KL)"
 TABLE10 = {"full": 0.105, "svd_loop1": 0.128, "random_init": 0.771, "symmetric": 0.129, "kl_only": 0.110}
 

@@ -12,7 +12,7 @@ from loopkv.utils.atomic import atomic_path, write_json
 _TEACHER = Arg("teacher", "teacher model directory")
 _CORPUS = Arg("corpus", "corpus directory (train.txt, val.txt)")
 _TASKS = Arg("task", "NAME=DIR with train.jsonl", kind="named", required=False)
-_METHOD = Arg("method", "a codec method (lla, lla2d, mla_head)", kind="value")
+_METHOD = Arg("method", "a codec method (lla, lla2d, mla_head, lla_decoupled)", kind="value")
 _BUDGET = Arg("budget", "a budget label of methods.budgets, e.g. 4x", kind="value")
 _CODEC_OUT = (Arg("out", "distilled codec (.pt)"), Arg("curve", "training curve JSON"))
 
@@ -33,13 +33,19 @@ DISTILL = JobSpec(
     threads="distill.threads", ranks=True, device=True, size="train", progress=True, checkpoints=True)
 
 DISTILL_ABLATION = JobSpec(
-    "distill-ablation", "distil one LLA Table 10 variant's codec: the recipe on a short schedule, one thing changed",
+    "distill-ablation", "distil one variant's codec on the short schedule: LLA Table 10's (lla: one thing of the "
+                        "recipe changed) or Table 14's (lla_decoupled: decoupled RoPE)",
     # MethodKeys first: the variant's K share (a View at methods.k_share) replaces the shared one
     reads=("seed", "model.dtype", MethodKeys(served=False),
-           View("distill", "loopkv.jobs.views:distill_ablation", depends=("distill", "distill_ablations")),
+           View("distill", "loopkv.jobs.views:distill_ablation", depends=("distill", "distill_ablations", "decoupled_rope")),
            View("methods.k_share", "loopkv.jobs.views:distill_ablation_k_share",
-                depends=("methods.k_share", "distill_ablations"))),
-    wildcards=(_METHOD, _BUDGET, Arg("variant", "a distill_ablations.variants name", kind="value")),
+                depends=("methods.k_share", "distill_ablations", "decoupled_rope")),
+           View("methods.rope_share", "loopkv.jobs.views:distill_ablation_rope_share",
+                depends=("methods.rope_share", "decoupled_rope")),
+           View("methods.query_adapter", "loopkv.jobs.views:distill_ablation_query_adapter",
+                depends=("methods.query_adapter", "decoupled_rope"))),
+    wildcards=(_METHOD, _BUDGET, Arg("variant", "a variant name: of distill_ablations.variants (lla), of "
+                                                "decoupled_rope.variants (lla_decoupled)", kind="value")),
     inputs=(_TEACHER, Arg("calibration", "calibration state (.pt) for the init"), _CORPUS, _TASKS),
     outputs=_CODEC_OUT,
     threads="distill.threads", ranks=True, device=True, size="train", progress=True, checkpoints=True)
@@ -95,8 +101,11 @@ def _distill(job) -> None:
 def _distill_ablation(job) -> None:
     from loopkv.errors import LoopKVError
 
-    if job.args.method != "lla":
-        raise LoopKVError(f"LLA Table 10's variants are of lla's codec, not {job.args.method}'s")
+    from loopkv.jobs.views import ABLATION_SECTIONS
+
+    if job.args.method not in ABLATION_SECTIONS:
+        raise LoopKVError(f"distilled variants are of {', '.join(ABLATION_SECTIONS)} (LLA Tables 10 and 14), "
+                          f"not of {job.args.method}")
     cfg = dict(job.cfg["distill"])
     init = cfg.pop("init")   # the variant's codec init; the rest is the distillation's settings
     _distill_job(job, cfg, init, ("distill-ablation", job.args.method, job.args.budget, job.args.variant))
@@ -139,6 +148,7 @@ def _distill_job(job, cfg: dict, init: str, stream: tuple[str, ...]) -> None:
         torch.save({"setting": setting, "codec_state": result["codec_state"], "best": result["best"]}, tmp)
     write_json(args.curve, {"setting": setting, "best": result["best"], "curve": result["curve"],
                             "recipe": {"init": init, "lambda_attn": cfg["lambda_attn"], "steps": cfg["steps"]},
+                            "head_dim": model.config.head_dim,
                             "ranks": world_size(), "provenance": job.prov.block()})
 
 
