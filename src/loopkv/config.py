@@ -748,8 +748,9 @@ DECOUPLED_METHOD = "lla_decoupled"   # LLA Table 14's method
 
 def decoupled_variants(c: dict) -> list[str]:
     """LLA Table 14's decoupled-RoPE variants in config order (a variant set to null left out); none
-    when Table 10 is off (its recipe is Table 14's full-RoPE row, at its budget and schedule)."""
-    if not ablation_variants(c):
+    when Table 10 is off (its recipe is Table 14's full-RoPE row, at its budget and schedule), and
+    none on Huginn (lla_decoupled does not serve a model with non-looped layers; Table 14 is Ouro's)."""
+    if not ablation_variants(c) or c["model"]["family"] == "huginn":
         return []
     return [name for name, change in c["decoupled_rope"]["variants"].items() if change is not None]
 
@@ -764,7 +765,11 @@ def _check_decoupled_rope(c: dict) -> Iterator[Problem]:
     """LLA Table 14: every variant's rotated dims fit the head and leave a latent at Table 10's budget."""
     if c["distill_ablations"]["budget"] not in c["methods"]["budgets"]:
         return   # _check_distill_ablations names the unknown budget
+    recipe = ablation_variants(c)[:1]
     for name in decoupled_variants(c):
+        if name in recipe:   # the table names its rows by variant: the full-RoPE row is Table 10's recipe
+            yield (f"decoupled_rope.variants.{name}", f"is named as Table 10's recipe ({name!r}), the full-RoPE row "
+                                                     f"beside it in Table 14: give it another name")
         change, key = c["decoupled_rope"]["variants"][name], f"decoupled_rope.variants.{name}"
         probe = {**c, "methods": decoupled_methods(c, change)}
         for message in _cell_problems(probe, c["distill_ablations"]["budget"], DECOUPLED_METHOD):

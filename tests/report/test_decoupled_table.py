@@ -81,7 +81,7 @@ def test_each_variants_job_slice_sets_what_it_says_on_table_10s_schedule():
     schedule = ("steps", "warmup_steps")
     assert {k: v for k, v in sliced["longer"]["distill"].items() if k not in schedule} == \
         {k: v for k, v in recipe["distill"].items() if k not in schedule}
-    assert (recipe["methods"]["rope_share"], recipe["methods"]["query_adapter"]) == (None, None)   # lla reads neither
+    assert not {"rope_share", "query_adapter"} & set(recipe["methods"])   # lla reads neither: not in its slice
 
 
 def test_a_variant_that_does_not_fit_is_refused_naming_it():
@@ -95,4 +95,14 @@ def test_a_variant_that_does_not_fit_is_refused_naming_it():
                                           "= 0.5 .d_rope 16. leaves -4"):
         load_config({"decoupled_rope": {"variants": {"wide": {"rope_share": 0.5}}},
                      "distill_ablations": {"budget": "21.33x"}})
+    # 30 of 32 dims rotated: r_k 13 of the 34 left, but the content latent spans only 4 x 2 dims
+    with pytest.raises(LoopKVError, match="decoupled_rope.variants.wide': .*r_k 13, r_v 21: r_k must be at most the "
+                                          "content width T x .d_head - d_rope. = 8"):
+        load_config({"decoupled_rope": {"variants": {"wide": {"rope_share": 0.95}}}})
     assert decoupled_variants(load_config({"distill_ablations": {"budget": None}})) == []   # off with Table 10
+    # not on Huginn (lla_decoupled serves no model with non-looped layers), even with Table 10 on
+    import yaml
+
+    raw = yaml.safe_load(open("config/huginn-tiny.yaml")) | {"distill_ablations": {"budget": "16x"}}
+    huginn = load_config(raw, check_paths=False)
+    assert decoupled_variants(huginn) == [] and huginn["distill_ablations"]["budget"] == "16x"

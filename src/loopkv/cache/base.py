@@ -101,6 +101,14 @@ class LoopCache(ABC):
         return kwargs
 
     @classmethod
+    def new_codec(cls, kwargs: dict, config):
+        """A codec method's untrained codec at a setting (its constructor arguments): by default the
+        LatentCodec of its layout at the setting's ranks; a method with a codec of its own says so."""
+        from loopkv.cache.latent_codec import LAYOUTS, LatentCodec, model_sizes
+
+        return LatentCodec(model_sizes(config), LAYOUTS[cls.layout], {"k": kwargs["rank_k"], "v": kwargs["rank_v"]})
+
+    @classmethod
     def lossless_setting(cls, shape) -> dict | None:
         """Constructor arguments under which the method hands attention exactly the teacher's K/V on
         a model of `shape` (codec methods: of a lossless codec), or None where it has none."""

@@ -113,10 +113,3 @@ class LatentBudget:
 
         return full_rank_setting(shape, LAYOUTS[cls.layout])
 
-    @classmethod
-    def new_codec(cls, kwargs: dict, config):
-        """The untrained LatentCodec of the method's layout at the setting's ranks."""
-        from loopkv.cache.latent_codec import LAYOUTS, LatentCodec, model_sizes
-
-        return LatentCodec(model_sizes(config), LAYOUTS[cls.layout], {"k": kwargs["rank_k"], "v": kwargs["rank_v"]})
-

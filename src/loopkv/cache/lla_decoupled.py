@@ -45,7 +45,7 @@ class LLADecoupledCache(LoopCache):
     served_config_keys = ("methods.read_path",)
     token_stores = {"keys": 2, "values": 2, "recon_k": 2, "recon_v": 2}
     bookkeeping = LoopCache.bookkeeping + ("_pending_kv", "_unwritten", "_traced", "_full_rotary", "_query_tables",
-                                           "_index")
+                                           "_index", "_rows", "_codec_version")
     outer_layers_refused = ("Table 14 is a study of Ouro's decoupled attention; a model's non-looped layers "
                             "would keep full RoPE beside it, which no paper measures")
     not_checked = {"lossless": "dropping RoPE from the content dims changes the model: no setting gives the "
@@ -73,6 +73,11 @@ class LLADecoupledCache(LoopCache):
             raise LoopKVError(f"methods.rope_share = {share:g} (d_rope {d_rope}) leaves {rest} of the {total} values "
                               f"a (layer, head) keeps per token at this budget: a latent needs 2 or more")
         rank_k = max(1, round(rest * methods_cfg["k_share"]))
+        width_k = shape.loops * (head_dim - d_rope)   # K's latent spans the content dims only
+        if rank_k > width_k or rest - rank_k < 1:
+            raise LoopKVError(f"methods.rope_share = {share:g} and methods.k_share = {methods_cfg['k_share']:g} give "
+                              f"r_k {rank_k}, r_v {rest - rank_k}: r_k must be at most the content width "
+                              f"T x (d_head - d_rope) = {width_k} and r_v at least 1")
         return {"rank_k": rank_k, "rank_v": rest - rank_k, "d_rope": d_rope,
                 "query_adapter": bool(methods_cfg["query_adapter"])}
 
@@ -101,6 +106,8 @@ class LLADecoupledCache(LoopCache):
         self._pending_kv: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
         self._unwritten: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}   # full path: layer -> new latents
         self._traced: dict[int, tuple] = {}
+        self._rows: dict[tuple, tuple] = {}          # the fused read's decoder rows, per codec version
+        self._codec_version: tuple = ()
         self._query_tables = None
         # content dims then rope dims -> head dims: a (content, rope) concatenation indexed by it is a head vector
         self._index = torch.argsort(torch.cat([codec.content_idx, codec.rope_idx]))
@@ -108,16 +115,18 @@ class LLADecoupledCache(LoopCache):
     def read_query(self, loop, layer, positions, q):
         """The decoupled model's query: content dims back to their unrotated values (through the
         adapter when there is one), rope dims as the teacher rotated them."""
+        # un-rotated in float32 at least (in bf16 the round trip would add its own error), cast back after
+        dtype = torch.promote_types(q.dtype, torch.float32)
         tables = self._query_tables
-        if tables is None or tables[0] is not positions or tables[1].dtype != q.dtype:
-            tables = self._query_tables = (positions, *self._full_rotary.cos_sin(positions, q.dtype))
+        if tables is None or tables[0] is not positions or tables[1].dtype != dtype:
+            tables = self._query_tables = (positions, *self._full_rotary.cos_sin(positions, dtype))
         content = self.codec.content_idx
-        unrotated = self._full_rotary.apply(q, tables[1], -tables[2])[..., content]
+        unrotated = self._full_rotary.apply(q.to(dtype), tables[1], -tables[2])[..., content]
         if self.codec.query_adapter:
             heads = q.shape[1]
-            adapter = self.codec.adapter[layer * heads:(layer + 1) * heads].to(q.dtype)
+            adapter = self.codec.adapter[layer * heads:(layer + 1) * heads].to(dtype)
             unrotated = torch.einsum("bhlc,hce->bhle", unrotated, adapter)
-        return q.index_copy(-1, content, unrotated)
+        return q.index_copy(-1, content, unrotated.to(q.dtype))
 
     def append(self, loop, layer, positions, k, v, own_k=None):
         """Store the new tokens' K/V at (loop, layer) (their latents once their last loop ran)."""
@@ -210,26 +219,37 @@ class LLADecoupledCache(LoopCache):
 
     def _absorbed(self, loop, layer, q, past_keys, past_values, own_k, own_v, mask):
         """The past in latent space (queries folded into K's decoder), the new tokens exact, merged."""
-        groups, codec, r_k = self._groups(layer), self.codec, self.codec.ranks["k"]
-        mu_k, _, up_k = codec.params("k")
-        mu_v, _, up_v = codec.params("v")
-        rows_k, rows_v = codec.loop_rows("k", loop), codec.loop_rows("v", loop)
-        content, rope_dims = codec.content_idx, codec.rope_idx
         dtype = torch.promote_types(q.dtype, torch.float32)
-        q_c, q_r = q[..., content].to(dtype), q[..., rope_dims].to(dtype)
-        group = q.shape[1] // self.num_kv_heads
-        up = up_k[groups][:, rows_k].detach().to(dtype).repeat_interleave(group, dim=0)    # (Hq, d_c, r_k)
-        mu = mu_k[groups][:, rows_k].detach().to(dtype).repeat_interleave(group, dim=0)    # (Hq, d_c)
+        up, mu, up_v, mu_v = self._read_rows(layer, loop, q.shape[1] // self.num_kv_heads, dtype)
+        q_c, q_r = q[..., self.codec.content_idx].to(dtype), q[..., self.codec.rope_idx].to(dtype)
         folded = torch.cat([torch.einsum("bhlc,hcr->bhlr", q_c, up), q_r], dim=-1)
         bias = torch.einsum("bhlc,hc->bhl", q_c, mu)
         past = past_keys.shape[2]
         key_valid = None if mask is None else mask[:, 0, -1, :past]
-        out, lse = absorbed_attention(folded, bias, past_keys, past_values, up_v[groups][:, rows_v].detach(),
-                                      mu_v[groups][:, rows_v].detach(), key_valid, q.shape[-1] ** -0.5)
+        out, lse = absorbed_attention(folded, bias, past_keys, past_values, up_v, mu_v, key_valid, q.shape[-1] ** -0.5)
         own_mask = None if mask is None or q.shape[2] == 1 else mask[..., past:]
         own_out, own_lse = exact_attention_with_lse(q, own_k, own_v, own_mask)
         merged, _ = merge_partial_attention(out, lse, own_out, own_lse)
         return merged.to(q.dtype)
+
+    def _read_rows(self, layer, loop, group, dtype):
+        """(K's decoder rows per query head (Hq, d_c, r_k), their mean (Hq, d_c), V's (H_kv, d, r_v), (H_kv, d))
+        of (layer, loop), gathered once per codec version (weights change between forwards only)."""
+        key = (layer, loop, group, dtype)
+        hit = self._rows.get(key)
+        if hit is None or hit[0] != self._codec_version:
+            groups, codec = self._groups(layer), self.codec
+            (mu_k, _, up_k), (mu_v, _, up_v) = codec.params("k"), codec.params("v")
+            rows_k, rows_v = codec.loop_rows("k", loop), codec.loop_rows("v", loop)
+            rows = (up_k[groups][:, rows_k].detach().to(dtype).repeat_interleave(group, dim=0),
+                    mu_k[groups][:, rows_k].detach().to(dtype).repeat_interleave(group, dim=0),
+                    up_v[groups][:, rows_v].detach(), mu_v[groups][:, rows_v].detach())
+            hit = self._rows[key] = (self._codec_version, rows)
+        return hit[1]
+
+    def begin_forward(self, positions):
+        super().begin_forward(positions)
+        self._codec_version = tuple((p._version, p.data_ptr()) for p in self.codec.parameters())
 
     @property
     def past_mask_by_key(self):

@@ -10,7 +10,7 @@ import importlib
 from typing import Any, Mapping
 
 from loopkv.errors import LoopKVError
-from loopkv.jobs.spec import RESOURCE_KEYS, JobSpec, MethodKeys, View
+from loopkv.jobs.spec import NOT_READ, RESOURCE_KEYS, JobSpec, MethodKeys, View
 
 # every KV method's job reads these (the stored dtype sizes its bytes; the K/V share splits a budget)
 SHARED_METHOD_KEYS = ("methods.cache_dtype", "methods.k_share")
@@ -31,8 +31,10 @@ def job_slice(spec: JobSpec, config: Mapping, wildcards: Mapping[str, Any] | Non
             for path in method_paths(read, config, wildcards):
                 _put(sliced, path, _value(spec, config, path))
         elif isinstance(read, View):
-            at = _split(read.at)
-            _put(sliced, at, _pruned(view_function(read)(config, **wildcards), at, ()))   # no resources here either
+            at, value = _split(read.at), view_function(read)(config, **wildcards)
+            if value is NOT_READ:
+                continue
+            _put(sliced, at, _pruned(value, at, ()))   # no resources here either
         else:
             path = _fill(spec, read, wildcards)
             _put(sliced, path, _value(spec, config, path))
@@ -40,7 +42,8 @@ def job_slice(spec: JobSpec, config: Mapping, wildcards: Mapping[str, Any] | Non
 
 
 def declared_paths(spec: JobSpec, config: Mapping, wildcards: Mapping[str, Any]) -> tuple[list[Path], list[Path]]:
-    """(the keys a job reads directly, the keys its views depend on), as paths."""
+    """(the keys a job reads directly, the keys its views depend on), as paths. A key a View writes
+    over (a variant's K share at methods.k_share) is read through the view: its edit may rerun the job."""
     plain, viewed = [], []
     for read in spec.reads:
         if isinstance(read, MethodKeys):
@@ -49,7 +52,9 @@ def declared_paths(spec: JobSpec, config: Mapping, wildcards: Mapping[str, Any])
             viewed += [_fill(spec, d, wildcards) for d in read.depends]
         else:
             plain.append(_fill(spec, read, wildcards))
-    return plain, viewed
+    written = [_split(r.at) for r in spec.reads if isinstance(r, View)]
+    overwritten = [p for p in plain if any(p[:len(w)] == w for w in written)]
+    return [p for p in plain if p not in overwritten], viewed + overwritten
 
 
 def method_paths(read: MethodKeys, config: Mapping, wildcards: dict) -> list[Path]:

@@ -35,11 +35,20 @@ class MethodKeys:
     served: bool = True
 
 
+class _Absent:
+    def __repr__(self) -> str:
+        return "NOT_READ"
+
+
+NOT_READ = _Absent()   # a View's value where the job does not read its key at all (left out of the slice)
+
+
 @dataclass(frozen=True)
 class View:
     """A slice entry computed from the config (e.g. one MELT recipe's stage settings), placed at
     `at`. `fn` is "module:function" called as fn(config, **wildcards); `depends` are the keys it
-    may read: an edit elsewhere never reruns the job, an edit under them may."""
+    may read: an edit elsewhere never reruns the job, an edit under them may. A function returning
+    NOT_READ leaves `at` out of that job's slice (a key only some of a command's jobs read)."""
     at: str
     fn: str
     depends: tuple[str, ...]

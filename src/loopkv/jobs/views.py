@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from loopkv.errors import LoopKVError
+from loopkv.jobs.spec import NOT_READ
 
 
 # arch keys only one family's teacher reads
@@ -104,17 +105,17 @@ def distill_ablation_k_share(config: Mapping, variant: str, method: str = "lla",
     return _ablation_change(config, method, variant).get("k_share", config["methods"]["k_share"])
 
 
-def distill_ablation_rope_share(config: Mapping, variant: str, method: str = "lla", **_) -> float | None:
-    """A Table 14 variant's rope share (methods.rope_share unless it says otherwise); None for a method without one."""
+def distill_ablation_rope_share(config: Mapping, variant: str, method: str = "lla", **_):
+    """A Table 14 variant's rope share (methods.rope_share unless it says otherwise); not read by others."""
     if method not in METHOD_KEYS_OF_VARIANTS:
-        return None
+        return NOT_READ
     return _ablation_change(config, method, variant).get("rope_share", config["methods"]["rope_share"])
 
 
-def distill_ablation_query_adapter(config: Mapping, variant: str, method: str = "lla", **_) -> bool | None:
-    """A Table 14 variant's query adapter (methods.query_adapter unless it says otherwise); None without one."""
+def distill_ablation_query_adapter(config: Mapping, variant: str, method: str = "lla", **_):
+    """A Table 14 variant's query adapter (methods.query_adapter unless it says otherwise); not read by others."""
     if method not in METHOD_KEYS_OF_VARIANTS:
-        return None
+        return NOT_READ
     return _ablation_change(config, method, variant).get("query_adapter", config["methods"]["query_adapter"])
 
 

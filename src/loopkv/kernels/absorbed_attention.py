@@ -10,7 +10,8 @@ Shapes: q_lat (B, Hq, L, w), bias (B, Hq, L), keys (B, H_kv, S, w), values (B, H
 up_v (H_kv, d, r_v), mu_v (H_kv, d), key_valid (B, S) bool or None; query heads grouped over KV heads.
 Returns (out (B, Hq, L, d) float32, lse (B, Hq, L) float32), lse for merging with other keys
 (latent_attention.merge_partial_attention). Transient memory is the (L, S) scores of each head, as
-in exact attention's math path; nothing of size S x d_head is built.
+in exact attention's math path; nothing of size S x d_head is built, and a 16-bit store is read as
+it is (its products accumulate in float32).
 """
 from __future__ import annotations
 
@@ -26,12 +27,17 @@ def absorbed_attention(q_lat, bias, keys, values, up_v, mu_v, key_valid=None, sc
                          f"{tuple(keys.shape)}, values {tuple(values.shape)}, up_v {tuple(up_v.shape)} do not fit")
     group = hq // h_kv
     dtype = torch.promote_types(q_lat.dtype, torch.float32)
+    # the latents are read in their stored dtype (a 16-bit store is not copied to float32 at every call:
+    # matmuls accumulate in float32); scores, softmax and the decode in float32 or wider
+    store = keys.dtype if keys.dtype in (torch.bfloat16, torch.float16) else dtype
     # queries grouped under their KV head: one pass over a head's latents serves its whole group
-    qg = q_lat.to(dtype).reshape(b, h_kv, group * length, width)
-    scores = (qg @ keys.to(dtype).transpose(-1, -2) + bias.to(dtype).reshape(b, h_kv, group * length, 1)) * scale
+    qg = q_lat.reshape(b, h_kv, group * length, width)
+    scores = (qg.to(store) @ keys.to(store).transpose(-1, -2)).to(dtype)
+    scores = (scores + bias.to(dtype).reshape(b, h_kv, group * length, 1)) * scale
     if key_valid is not None:
         scores = scores.masked_fill(~key_valid[:, None, None, :], float("-inf"))
     lse = torch.logsumexp(scores, dim=-1)
-    weighted = torch.softmax(scores, dim=-1).nan_to_num(0.0) @ values.to(dtype)        # (B, H_kv, gL, r_v)
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    weighted = (weights.to(store) @ values.to(store)).to(dtype)                        # (B, H_kv, gL, r_v)
     out = torch.einsum("bhqr,hdr->bhqd", weighted, up_v.to(dtype)) + mu_v.to(dtype)[None, :, None]
     return out.reshape(b, hq, length, -1), lse.reshape(b, hq, length)
