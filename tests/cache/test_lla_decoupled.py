@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from cache_helpers import small_model, stream, stream_padded
+from cache_helpers import random_codec, small_model, stream, stream_padded
 from loopkv.cache import make_cache
 from loopkv.cache.decoupled_codec import DecoupledCodec
 from loopkv.cache.lla_decoupled import LLADecoupledCache
@@ -57,16 +57,10 @@ def test_the_budget_rule_takes_the_rope_slice_out_of_lla_s_per_head_budget():
 
 
 def _random_codec(config, seed=0, dtype=torch.float64, query_adapter=True):
-    """Every parameter random (orthonormal bases, a random mean, rope mix and adapter)."""
-    kwargs = _setting(config, query_adapter=query_adapter)["kwargs"]
-    codec = LLADecoupledCache.new_codec(kwargs, config).to(dtype)
-    g = torch.Generator().manual_seed(seed)
+    """Every parameter random (orthonormal bases and a random mean as cache_helpers', rope mix, adapter)."""
+    codec = random_codec(_setting(config, query_adapter=query_adapter), config, seed, dtype)
+    g = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
-        for kind in ("k", "v"):
-            mu, down, up = codec.params(kind)
-            basis = torch.linalg.qr(torch.randn(down.shape, generator=g, dtype=torch.float64)).Q
-            down.copy_(basis), up.copy_(basis)
-            mu.copy_(0.1 * torch.randn(mu.shape, generator=g, dtype=torch.float64))
         codec.rope_mix.copy_(torch.rand(codec.rope_mix.shape, generator=g, dtype=torch.float64))
         if query_adapter:
             codec.adapter.add_(0.3 * torch.randn(codec.adapter.shape, generator=g, dtype=torch.float64))

@@ -233,6 +233,12 @@ class LoopCache(ABC):
     def loop_tensors(self) -> list[torch.Tensor]:
         """Every tensor the method keeps between forwards for the looped layers."""
 
+    def every_loop_bytes_per_token(self, dtype: torch.dtype) -> int:
+        """The teacher's looped-layer bytes per token: K and V of every loop, layer and KV head exact
+        (a method storing that much, e.g. a full-memory read path, states it with this)."""
+        element = torch.tensor([], dtype=dtype).element_size()
+        return 2 * self.num_loops * self.num_layers * self.num_kv_heads * self.head_dim * element
+
     def bytes_per_token(self, dtype: torch.dtype) -> int:
         """Persistent cache bytes per token: the method's looped layers + 2 * O * H_kv * d_head * bytes(dtype)
         of the non-looped ones (O = num_outer_layers, stored exact)."""

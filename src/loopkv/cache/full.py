@@ -79,8 +79,7 @@ class FullLoopCache(LoopCache):
         return trace.kv("k", loop, layer), trace.kv("v", loop, layer)
 
     def loop_bytes_per_token(self, dtype):
-        element = torch.tensor([], dtype=dtype).element_size()
-        return 2 * self.num_loops * self.num_layers * self.num_kv_heads * self.head_dim * element
+        return self.every_loop_bytes_per_token(dtype)
 
     def loop_tensors(self):
         return [t for t in self.keys + self.values if t is not None]

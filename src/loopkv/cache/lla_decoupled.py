@@ -258,8 +258,7 @@ class LLADecoupledCache(LoopCache):
     # -- accounting --------------------------------------------------------------------------------
     def loop_bytes_per_token(self, dtype):
         if self.read_path == "full":
-            element = torch.tensor([], dtype=dtype).element_size()
-            return 2 * self.num_loops * self.num_layers * self.num_kv_heads * self.head_dim * element
+            return self.every_loop_bytes_per_token(dtype)
         return self.codec.bytes_per_token(dtype)
 
     def loop_tensors(self):

@@ -261,24 +261,22 @@ def _fig8(job) -> None:
 
 
 def _table7(job) -> None:
-    from loopkv.report import table7, tables
+    from loopkv.report import table7
 
     args = job.args
     rows = table7.build_rows([read_json(p, "lm-eval result", {}) for p in args.results])
     title = "LLA Table 7, the broad suite through lm-eval: our measurements (left) beside the paper's (right)"
-    with atomic_path(args.pdf) as pdf, atomic_path(args.csv) as csv_path, atomic_path(args.tex) as tex:
-        tables.write_all(rows, table7.spec(rows), table7.note(rows), title, pdf, csv_path, tex)
+    _write_table(args, rows, table7.spec(rows), table7.note(rows), title)
 
 
 def _melt_table1(job) -> None:
-    from loopkv.report import melt_table1, tables
+    from loopkv.report import melt_table1
 
     args = job.args
     rows = melt_table1.build_rows([read_json(p, "lm-eval result", BENCHMARK_FIELDS) for p in args.results],
                                   sources=list(args.results))
-    with atomic_path(args.pdf) as pdf, atomic_path(args.csv) as csv_path, atomic_path(args.tex) as tex:
-        tables.write_all(rows, melt_table1.spec(rows), melt_table1.note(rows, melt_table1.teacher_name(job.cfg["model"])),
-                         melt_table1.TITLE, pdf, csv_path, tex)
+    _write_table(args, rows, melt_table1.spec(rows), melt_table1.note(rows, melt_table1.teacher_name(job.cfg["model"])),
+                 melt_table1.TITLE)
 
 
 def _check_agreement(job) -> None:
@@ -305,7 +303,7 @@ def _table13(job) -> None:
 
 
 def _serving_table(args, table: str) -> None:
-    from loopkv.report import serving_tables, tables
+    from loopkv.report import serving_tables
 
     if table == "table5":
         result = read_json(args.result, "serve-bench result", {})
@@ -316,8 +314,7 @@ def _serving_table(args, table: str) -> None:
         rows, spec = [r for res in results for r in serving_tables.table13_rows(res)], serving_tables.TABLE13
         note = serving_tables.table13_note(results)
         title = "LLA Table 13, latent-attention kernel vs the teacher's attention and reconstruct-then-attend"
-    with atomic_path(args.pdf) as pdf, atomic_path(args.csv) as csv_path, atomic_path(args.tex) as tex:
-        tables.write_all(rows, spec, note, title, pdf, csv_path, tex)
+    _write_table(args, rows, spec, note, title)
 
 
 def _cells_inputs(job, table: str) -> tuple[list, dict, list, list]:
@@ -336,21 +333,20 @@ def _cells_inputs(job, table: str) -> tuple[list, dict, list, list]:
 
 
 def _table8(job) -> None:
-    from loopkv.report import rank_sweep, tables
+    from loopkv.report import rank_sweep
 
     args, paper_model = job.args, job.cfg["report"]["paper_model"]
     cells, curves, samples, benchmarks = _cells_inputs(job, "table8")
     rows = rank_sweep.build_rows(cells, curves, _train_max(job), samples, benchmarks,
                                  job.cfg["methods"]["table1_benchmarks"], paper_model)
     title = f"LLA Table 8 ({paper_model}), the cold-start rank sweep: our measurements (left) beside the paper's (right)"
-    with atomic_path(args.pdf) as pdf, atomic_path(args.csv) as csv_path, atomic_path(args.tex) as tex:
-        tables.write_all(rows, rank_sweep.spec(rows), rank_sweep.note(rows, paper_model), title, pdf, csv_path, tex)
+    _write_table(args, rows, rank_sweep.spec(rows), rank_sweep.note(rows, paper_model), title)
     with atomic_path(args.fig_pdf) as pdf, atomic_path(args.fig_png) as png:
         rank_sweep.plot(rows, pdf, png, job.cfg["report"]["dpi"], paper_model)
 
 
 def _table9(job) -> None:
-    from loopkv.report import eviction_table, tables
+    from loopkv.report import eviction_table
 
     def samples_of(quality_path):   # quality.json -> its quality_samples.json beside it
         return read_json(Path(quality_path).with_name("quality_samples.json"), "samples result", {"samples": dict})
@@ -361,36 +357,44 @@ def _table9(job) -> None:
                                      [samples_of(p) for p in args.plain], _train_max(job),
                                      job.cfg["method_eval"]["seq_len"])
     title = "LLA Table 9, token eviction composed with KV methods: our measurements (left) beside the paper's (right)"
+    _write_table(args, rows, eviction_table.SPEC, eviction_table.note(rows), title)
+
+
+def _write_table(args, rows: list[dict], spec, note: str, title: str) -> None:
+    """A table's PDF, CSV and LaTeX (args.pdf / csv / tex), each written whole or not at all."""
+    from loopkv.report import tables
+
     with atomic_path(args.pdf) as pdf, atomic_path(args.csv) as csv_path, atomic_path(args.tex) as tex:
-        tables.write_all(rows, eviction_table.SPEC, eviction_table.note(rows), title, pdf, csv_path, tex)
+        tables.write_all(rows, spec, note, title, pdf, csv_path, tex)
+
+
+def _variant_curves(job) -> dict[str, dict]:
+    """VARIANT -> its distillation curve (--curve VARIANT=PATH), each checked for what a table reads."""
+    return {variant: read_json(path, "curve", {"setting": {"kwargs": dict, "budget": str}, "best": {"kl": float},
+                                              "curve": {"heldout": list}, "recipe": dict})
+            for variant, path in job.named("curve").items()}
 
 
 def _table10(job) -> None:
-    from loopkv.report import ablations, tables
+    from loopkv.report import ablations
 
     args = job.args
-    curves = {variant: read_json(path, "curve", {"setting": {"kwargs": dict, "budget": str}, "best": {"kl": float},
-                                                "curve": {"heldout": list}, "recipe": dict})
-              for variant, path in job.named("curve").items()}
+    curves = _variant_curves(job)
     rows = ablations.build_rows(curves)
     title = "LLA Table 10, design ablations of the recipe: our held-out KLs (left) beside the paper's (right)"
-    with atomic_path(args.pdf) as pdf, atomic_path(args.csv) as csv_path, atomic_path(args.tex) as tex:
-        tables.write_all(rows, ablations.SPEC, ablations.note(rows), title, pdf, csv_path, tex)
+    _write_table(args, rows, ablations.SPEC, ablations.note(rows), title)
     with atomic_path(args.fig_pdf) as pdf, atomic_path(args.fig_png) as png:
         ablations.plot(rows, curves, pdf, png, job.cfg["report"]["dpi"])
 
 
 def _table14(job) -> None:
-    from loopkv.report import decoupled_table, tables
+    from loopkv.report import decoupled_table
 
     args = job.args
-    curves = {variant: read_json(path, "curve", {"setting": {"kwargs": dict, "budget": str}, "best": {"kl": float},
-                                                "curve": {"heldout": list}, "recipe": dict})
-              for variant, path in job.named("curve").items()}
+    curves = _variant_curves(job)
     rows = decoupled_table.build_rows(curves)
     title = "LLA Table 14, decoupled RoPE beside full-RoPE LLA: our held-out KL / top-1 (left) beside the paper's (right)"
-    with atomic_path(args.pdf) as pdf, atomic_path(args.csv) as csv_path, atomic_path(args.tex) as tex:
-        tables.write_all(rows, decoupled_table.SPEC, decoupled_table.note(rows), title, pdf, csv_path, tex)
+    _write_table(args, rows, decoupled_table.SPEC, decoupled_table.note(rows), title)
 
 
 def _fig10(job) -> None:
@@ -423,15 +427,14 @@ BENCHMARK_FIELDS = {"task": str, "method": str, "budget": str, "headline": str, 
 
 
 def _teacher_depth(job) -> None:
-    from loopkv.report import tables, teacher_depth
+    from loopkv.report import teacher_depth
 
     args = job.args
     metrics = _metrics(args.metrics)
     rows = teacher_depth.build_rows(metrics, _train_max(job), f"teacher-eval result {args.metrics}")
     family = metrics.get("model_type")
     title = "The teacher at each test-time depth: held-out CE and task scores by the number of loops it runs"
-    with atomic_path(args.pdf) as pdf, atomic_path(args.csv) as csv_path, atomic_path(args.tex) as tex:
-        tables.write_all(rows, teacher_depth.SPEC, teacher_depth.note(rows, family), title, pdf, csv_path, tex)
+    _write_table(args, rows, teacher_depth.SPEC, teacher_depth.note(rows, family), title)
 
 
 def _metrics(path) -> dict:
@@ -439,7 +442,7 @@ def _metrics(path) -> dict:
 
 
 def _melt_table(job) -> None:
-    from loopkv.report import melt_tables, tables
+    from loopkv.report import melt_tables
 
     args, recipes = job.args, dict(job.cfg["melt_table"])
     if args.which not in (3, 4):
@@ -450,19 +453,17 @@ def _melt_table(job) -> None:
     rows = melt_tables.recipe_rows(args.which, recipes, metrics, curves, _train_max(job))
     what = "state-update (gate) variants" if args.which == 3 else "recipe components"
     title = f"MELT Table {args.which}, {what}: our measurements (left) beside the paper's (right)"
-    with atomic_path(args.pdf) as pdf, atomic_path(args.csv) as csv_path, atomic_path(args.tex) as tex:
-        tables.write_all(rows, spec, melt_tables.recipe_note(rows), title, pdf, csv_path, tex)
+    _write_table(args, rows, spec, melt_tables.recipe_note(rows), title)
 
 
 def _melt_vs_lla(job) -> None:
-    from loopkv.report import melt_tables, tables
+    from loopkv.report import melt_tables
 
     args = job.args
     rows = melt_tables.versus_rows(_metrics(args.teacher_cell), _metrics(args.melt_cell),
                                    [_metrics(p) for p in args.cells], _train_max(job))
     title = "MELT vs the teacher's KV methods at MELT's cache budget (same teacher, tasks and decoder)"
-    with atomic_path(args.pdf) as pdf, atomic_path(args.csv) as csv_path, atomic_path(args.tex) as tex:
-        tables.write_all(rows, melt_tables.VERSUS, melt_tables.versus_note(rows), title, pdf, csv_path, tex)
+    _write_table(args, rows, melt_tables.VERSUS, melt_tables.versus_note(rows), title)
 
 
 def _fig_memory(job) -> None:
