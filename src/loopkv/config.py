@@ -1076,6 +1076,13 @@ def _check_kernel(c: dict) -> Iterator[Problem]:
             yield (f"serve.kernel.{rank}",
                    f"must be <= T x serve.kernel.head_dim ({loops} x {kernel['head_dim']} = {width}): a latent wider "
                    f"than the cross-loop vector it encodes compresses nothing, got {kernel[rank]}")
+    # the absorbed read at the same budget: the rotated share of the head out of r_k + r_v
+    d_rope = 2 * round(c["methods"]["rope_share"] * kernel["head_dim"] / 2)
+    if not 2 <= d_rope < kernel["head_dim"] or kernel["r_k"] + kernel["r_v"] - d_rope < 2:
+        yield ("methods.rope_share",
+               f"keeps {d_rope} of serve.kernel.head_dim {kernel['head_dim']} dims rotated for Table 13's absorbed read: "
+               f"it must keep a pair, leave content dims, and leave 2 or more of r_k + r_v = "
+               f"{kernel['r_k'] + kernel['r_v']} values for its latents")
 
 
 def _check_paper_models(c: dict) -> Iterator[Problem]:

@@ -370,7 +370,7 @@ def test_serving_tables_measure_bytes_capacity_and_speed(finished):
                      for b in (1, 2)}
     assert all(r["tokens_per_s"] > 0 and r["device"] for r in result["latency"])
     kernel = json.loads((finished / "results/serve/kernel.json").read_text())["rows"]
-    assert [r["impl"] for r in kernel] == ["teacher", "reconstruct", "fused"]
+    assert [r["impl"] for r in kernel] == ["teacher", "reconstruct", "fused", "absorbed"]
     for name in ("table5", "table13"):
         with open(finished / f"reports/{name}.csv") as f:
             table = list(csv.DictReader(f))

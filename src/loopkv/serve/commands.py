@@ -20,7 +20,7 @@ SERVE_BENCH = JobSpec(
 
 KERNEL_BENCH = JobSpec(
     "kernel-bench", "latent attention vs the teacher's and reconstruct-then-attend (Table 13)",
-    reads=("serve.kernel",),
+    reads=("serve.kernel", "methods.rope_share"),   # the absorbed read's rotated share, as lla_decoupled's
     skip=("serve.kernel.measured",),   # Table 13's input (results measured elsewhere), not this job's
     outputs=(Arg("out", "result JSON"),),
     threads="serve.threads", device=True, size="serve")   # the Triton kernel runs on cuda, the C++ one on the CPU
@@ -48,5 +48,5 @@ def _kernel_bench(job) -> None:
     device, k = job.device, job.cfg["serve"]["kernel"]
     dtype = torch.float32 if device.type == "cpu" else torch.bfloat16
     rows = kernel_rows(k["contexts"], k["heads"], k["head_dim"], k["r_k"], k["r_v"], rounds=k["rounds"],
-                       dtype=dtype, device=device)
+                       dtype=dtype, device=device, rope_share=job.cfg["methods"]["rope_share"])
     write_json(job.args.out, {"rows": rows, "threads": job.threads, "provenance": job.prov.block()})

@@ -5,6 +5,9 @@ context, random weights, three ways measured interleaved in one run:
 - reconstruct: rebuild every K (rotated) and V from latents, then attend (the capacity path)
 - fused:       latent attention read in place (the Triton kernel on CUDA; the C++ kernel on CPU),
                given the keys' RoPE cos/sin tables, which a decode step builds once for its T*D calls
+- absorbed:    decoupled-RoPE LLA's read at the same budget (kernels/absorbed_attention.py): the query
+               folded into K's decoder, scores and values in latent space (the paper's Table 13 kernel);
+               its latents r_k' + d_rope + r_v' = r_k + r_v, d_rope = rope_share of the head
 
 Times are per call = one (loop, layer) for every head of `batch` rows; a decode token makes T*D
 such calls. Bytes read from the cache per call are reported beside (teacher 2*d per key and head,
@@ -20,6 +23,7 @@ import torch.nn.functional as F
 
 from loopkv.models.rope import Rotary, apply_rope
 from loopkv.kernels import cpu_kernels
+from loopkv.kernels.absorbed_attention import absorbed_attention
 from loopkv.kernels.latent_attention import latent_attention, reference_latent_attention
 from loopkv.serve.latency import device_name, rotating_rounds
 from loopkv.utils.device import synchronize
@@ -63,11 +67,45 @@ def _timed(fn, device: torch.device) -> float:
     return time.perf_counter() - start
 
 
+def absorbed_split(head_dim: int, r_k: int, r_v: int, rope_share: float) -> dict:
+    """Decoupled-RoPE LLA's latents at LLA's budget r_k + r_v: d_rope = rope_share of the head in whole
+    pairs, the rest split in LLA's K/V proportion."""
+    d_rope = 2 * round(rope_share * head_dim / 2)
+    rest = r_k + r_v - d_rope
+    rank_k = max(1, round(rest * r_k / (r_k + r_v)))
+    return {"d_rope": d_rope, "r_k": rank_k, "r_v": rest - rank_k}
+
+
+def absorbed_inputs(batch, heads, context, head_dim, split: dict, dtype, device, seed=1) -> dict:
+    """Random arguments of the absorbed read: K's decoder rows of the content dims (float32, as the cache
+    keeps them), the latents [c_k, rotated k_R] and c_v, V's decoder."""
+    g = torch.Generator().manual_seed(seed)
+    d_rope, r_k, r_v = split["d_rope"], split["r_k"], split["r_v"]
+
+    def rand(*shape, scale=1.0):
+        return (torch.randn(*shape, generator=g) * scale).to(device=device, dtype=dtype)
+
+    return {"up_k": rand(heads, head_dim - d_rope, r_k, scale=r_k**-0.5).float(),
+            "mu_k": rand(heads, head_dim - d_rope).float(), "keys": rand(batch, heads, context, r_k + d_rope),
+            "values": rand(batch, heads, context, r_v), "up_v": rand(heads, head_dim, r_v, scale=r_v**-0.5),
+            "mu_v": rand(heads, head_dim), "d_rope": d_rope}
+
+
+def absorbed_read(q, a: dict):
+    """One absorbed read as the cache does it: the query folded into K's decoder, then latent attention."""
+    q_c, q_r = q[..., a["d_rope"]:].float(), q[..., :a["d_rope"]].float()
+    folded = torch.cat([torch.einsum("bhlc,hcr->bhlr", q_c, a["up_k"]), q_r], dim=-1)
+    bias = torch.einsum("bhlc,hc->bhl", q_c, a["mu_k"])
+    return absorbed_attention(folded, bias, a["keys"], a["values"], a["up_v"], a["mu_v"], None, q.shape[-1] ** -0.5)
+
+
 @torch.no_grad()
 def kernel_rows(contexts: list[int], heads: int, head_dim: int, r_k: int, r_v: int, batch: int = 1,
                 rounds: int = 5, warmup: int = 1, dtype: torch.dtype = torch.float32,
-                device: str | torch.device = "cpu") -> list[dict]:
+                device: str | torch.device = "cpu", rope_share: float | None = None) -> list[dict]:
+    """`rope_share`: time decoupled-RoPE LLA's absorbed read too (None: not)."""
     device = torch.device(device)
+    split = absorbed_split(head_dim, r_k, r_v, rope_share) if rope_share is not None else None
     element = torch.tensor([], dtype=dtype).element_size()
     rows = []
     fused_kernel = "triton" if device.type == "cuda" else cpu_kernels.implementation()
@@ -79,6 +117,9 @@ def kernel_rows(contexts: list[int], heads: int, head_dim: int, r_k: int, r_v: i
         ways = {"teacher": lambda: F.scaled_dot_product_attention(lat["q"], keys, values),
                 "reconstruct": lambda: reference_latent_attention(*args, rope_theta=1e6),
                 "fused": lambda: latent_attention(*args, rope_theta=1e6, rope_tables=tables)}
+        if split is not None:   # the query's fold into K's decoder is per call, so it is timed with it
+            absorbed = absorbed_inputs(batch, heads, context, head_dim, split, dtype, device)
+            ways["absorbed"] = lambda: absorbed_read(lat["q"], absorbed)
         names = list(ways)
         times: dict[str, list[float]] = {n: [] for n in names}
         for name, recorded in rotating_rounds(names, rounds, warmup):
@@ -86,14 +127,16 @@ def kernel_rows(contexts: list[int], heads: int, head_dim: int, r_k: int, r_v: i
             if recorded:
                 times[name].append(seconds)
         ms = {n: 1000 * statistics.median(t) for n, t in times.items()}
-        read = {"teacher": 2 * head_dim, "reconstruct": r_k + r_v, "fused": r_k + r_v}
+        read = {"teacher": 2 * head_dim, "reconstruct": r_k + r_v, "fused": r_k + r_v, "absorbed": r_k + r_v}
         for name in names:
+            ranks = (f"{split['r_k']}/{split['d_rope']}/{split['r_v']}" if name == "absorbed" else
+                     "-" if name == "teacher" else f"{r_k}/{r_v}")
             rows.append({"context": context, "impl": name, "ms_per_call": ms[name],
                          "ratio_to_teacher": ms[name] / ms["teacher"],
                          "speedup_vs_reconstruct": ms["reconstruct"] / ms[name],
-                         "cache_bytes_read": batch * heads * context * read[name] * element,
+                         "cache_bytes_read": batch * heads * context * read[name] * element, "latents": ranks,
                          "batch": batch, "heads": heads, "head_dim": head_dim, "r_k": r_k, "r_v": r_v,
                          "dtype": str(dtype).removeprefix("torch."), "rounds": rounds,
                          "device": device_name(device), "fused_kernel": fused_kernel})
-        del lat, keys, values
+        del lat, keys, values, ways
     return rows
