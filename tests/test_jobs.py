@@ -102,6 +102,24 @@ def test_a_slice_holds_exactly_the_declared_keys():
     assert "measured" not in kernel["serve"]["kernel"] and kernel["serve"]["kernel"]["contexts"]
 
 
+def test_a_key_a_view_writes_over_is_declared_as_read_through_the_view():
+    """methods.query_adapter is a plain read of lla_decoupled's jobs, but Table 14's distill-ablation
+    job gets its variant's value there (a View): an edit of it may rerun that job, not must (micro's
+    one variant sets its own). A View a job does not read leaves its key out of the slice."""
+    from loopkv.jobs.slices import declared_paths
+
+    cfg = configs()["micro"]
+    spec, wildcards = job_spec("distill-ablation"), {"method": "lla_decoupled", "budget": "4x", "variant": "adapter"}
+    plain, viewed = declared_paths(spec, cfg, wildcards)
+    for key in (("methods", "query_adapter"), ("methods", "rope_share"), ("methods", "k_share")):
+        assert key not in plain and key in viewed, key
+    edited = json.loads(json.dumps(cfg))
+    edited["methods"]["query_adapter"] = not cfg["methods"]["query_adapter"]
+    assert job_slice(spec, edited, wildcards) == job_slice(spec, cfg, wildcards)   # the variant's own value
+    recipe = job_slice(spec, cfg, {"method": "lla", "budget": "4x", "variant": "full"})
+    assert not {"query_adapter", "rope_share"} & set(recipe["methods"])
+
+
 def test_every_registered_method_can_be_sliced_at_a_budget():
     cfg = configs()["micro"]
     for w in wildcard_sets("method-eval", cfg):
