@@ -100,7 +100,6 @@ rule table14:
         csv=f"{REPORTS}/table14.csv",
         tex=f"{REPORTS}/table14.tex",
     params:
-        cfg=job_cfg("table14"),
         curves=flag_args(("--curve", f"{v}={path}") for v, path in zip(DISTILL_ABLATIONS[:1] + DECOUPLED_VARIANTS,
                                                                        table14_curves())),
     log:
@@ -108,7 +107,7 @@ rule table14:
     benchmark:
         f"{LOGS}/benchmarks/report/table14.tsv"
     shell:
-        "loopkv table14 --cfg {params.cfg:q} {params.curves}"
+        "loopkv table14 {params.curves}"
         " --pdf {output.pdf:q} --csv {output.csv:q} --tex {output.tex:q} > {log:q} 2>&1"
 
 
