@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 
 PAPER = ("--configfile", "config/ouro-1.4b.yaml", "paper_cpu.yaml")
 REPORTS = ["table1", "melt_table3", "melt_table4", "melt_vs_lla", "fig_memory_vs_length", "table7", "fig8_passkey",
-           "table12", "table4", "fig7_exposure", "table5", "table13", "fig2_spectra", "claims"]
+           "table12", "table4", "fig7_exposure", "table5", "table13", "table10", "table14", "fig2_spectra", "claims"]
 
 
 @pytest.fixture(scope="module")
