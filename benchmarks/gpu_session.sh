@@ -23,5 +23,5 @@ step kernel 120 python3 benchmarks/latent_kernel.py --contexts 4096 32768 262144
 step serve_1.4b 240 python3 benchmarks/serving.py --device cuda --arch ouro-1.4b --context 4096 --gpu-memory-mb 100000 \
     --batch-sizes 1 8 32 --prompt-len 1024 --new-tokens 16 --rounds 2 --out "$out/serve_1.4b.json"
 step serve_default 90 python3 benchmarks/serving.py --device cuda --rounds 2 --gpu-memory-mb 100000 --out "$out/serve_default.json"
-step absorbed 90 python3 benchmarks/absorbed_attention.py --device cuda --contexts 4096 32768 262144
+step absorbed 120 python3 benchmarks/absorbed_attention.py --device cuda --contexts 4096 32768 262144 --rounds 5
 step sweep 150 python3 benchmarks/latent_kernel_sweep.py --contexts 4096 32768 262144 --out "$out/sweep.json"

@@ -29,7 +29,7 @@ from loopkv.cache.budget import latent_setting
 from loopkv.cache.decoupled_codec import DecoupledCodec
 from loopkv.cache.latent_codec import LAYOUTS, model_sizes
 from loopkv.errors import LoopKVError
-from loopkv.kernels.absorbed_attention import absorbed_attention
+from loopkv.kernels.absorbed_attention import absorbed_attention, fold_query
 from loopkv.kernels.latent_attention import exact_attention_with_lse, merge_partial_attention
 from loopkv.models.rope import Rotary
 
@@ -222,8 +222,7 @@ class LLADecoupledCache(LoopCache):
         dtype = torch.promote_types(q.dtype, torch.float32)
         up, mu, up_v, mu_v = self._read_rows(layer, loop, q.shape[1] // self.num_kv_heads, dtype)
         q_c, q_r = q[..., self.codec.content_idx].to(dtype), q[..., self.codec.rope_idx].to(dtype)
-        folded = torch.cat([torch.einsum("bhlc,hcr->bhlr", q_c, up), q_r], dim=-1)
-        bias = torch.einsum("bhlc,hc->bhl", q_c, mu)
+        folded, bias = fold_query(q_c, q_r, up, mu)
         past = past_keys.shape[2]
         key_valid = None if mask is None else mask[:, 0, -1, :past]
         out, lse = absorbed_attention(folded, bias, past_keys, past_values, up_v, mu_v, key_valid, q.shape[-1] ** -0.5)

@@ -105,18 +105,23 @@ def distill_ablation_k_share(config: Mapping, variant: str, method: str = "lla",
     return _ablation_change(config, method, variant).get("k_share", config["methods"]["k_share"])
 
 
-def distill_ablation_rope_share(config: Mapping, variant: str, method: str = "lla", **_):
-    """A Table 14 variant's rope share (methods.rope_share unless it says otherwise); not read by others."""
+def _decoupled_key(config: Mapping, method: str, variant: str, key: str):
+    """methods.<key> as a Table 14 variant sets it (config.decoupled_methods); not read by other methods."""
+    from loopkv.config import decoupled_methods
+
     if method not in METHOD_KEYS_OF_VARIANTS:
         return NOT_READ
-    return _ablation_change(config, method, variant).get("rope_share", config["methods"]["rope_share"])
+    return decoupled_methods(config, _ablation_change(config, method, variant))[key]
+
+
+def distill_ablation_rope_share(config: Mapping, variant: str, method: str = "lla", **_):
+    """A Table 14 variant's rope share (methods.rope_share unless it says otherwise)."""
+    return _decoupled_key(config, method, variant, "rope_share")
 
 
 def distill_ablation_query_adapter(config: Mapping, variant: str, method: str = "lla", **_):
-    """A Table 14 variant's query adapter (methods.query_adapter unless it says otherwise); not read by others."""
-    if method not in METHOD_KEYS_OF_VARIANTS:
-        return NOT_READ
-    return _ablation_change(config, method, variant).get("query_adapter", config["methods"]["query_adapter"])
+    """A Table 14 variant's query adapter (methods.query_adapter unless it says otherwise)."""
+    return _decoupled_key(config, method, variant, "query_adapter")
 
 
 METHOD_KEYS_OF_VARIANTS = ("lla_decoupled",)   # methods whose variants set rope_share / query_adapter

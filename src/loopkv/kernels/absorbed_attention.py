@@ -41,3 +41,11 @@ def absorbed_attention(q_lat, bias, keys, values, up_v, mu_v, key_valid=None, sc
     weighted = (weights.to(store) @ values.to(store)).to(dtype)                        # (B, H_kv, gL, r_v)
     out = torch.einsum("bhqr,hdr->bhqd", weighted, up_v.to(dtype)) + mu_v.to(dtype)[None, :, None]
     return out.reshape(b, hq, length, -1), lse.reshape(b, hq, length)
+
+
+def fold_query(q_content, q_rope, up_k, mu_k):
+    """(q_lat, bias) of queries split into content (B, Hq, L, d_c) and rope (B, Hq, L, d_rope) dims,
+    with K's loop-t decoder rows per query head up_k (Hq, d_c, r_k) and mean mu_k (Hq, d_c): the
+    score of a latent key [c_k, k_R] is q_lat . [c_k, k_R] + bias."""
+    q_lat = torch.cat([torch.einsum("bhlc,hcr->bhlr", q_content, up_k), q_rope], dim=-1)
+    return q_lat, torch.einsum("bhlc,hc->bhl", q_content, mu_k)

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from loopkv.models.rope import Rotary, apply_rope
 from loopkv.kernels import cpu_kernels
-from loopkv.kernels.absorbed_attention import absorbed_attention
+from loopkv.kernels.absorbed_attention import absorbed_attention, fold_query
 from loopkv.kernels.latent_attention import latent_attention, reference_latent_attention
 from loopkv.serve.latency import device_name, rotating_rounds
 from loopkv.utils.device import synchronize
@@ -94,8 +94,7 @@ def absorbed_inputs(batch, heads, context, head_dim, split: dict, dtype, device,
 def absorbed_read(q, a: dict):
     """One absorbed read as the cache does it: the query folded into K's decoder, then latent attention."""
     q_c, q_r = q[..., a["d_rope"]:].float(), q[..., :a["d_rope"]].float()
-    folded = torch.cat([torch.einsum("bhlc,hcr->bhlr", q_c, a["up_k"]), q_r], dim=-1)
-    bias = torch.einsum("bhlc,hc->bhl", q_c, a["mu_k"])
+    folded, bias = fold_query(q_c, q_r, a["up_k"], a["mu_k"])
     return absorbed_attention(folded, bias, a["keys"], a["values"], a["up_v"], a["mu_v"], None, q.shape[-1] ** -0.5)
 
 
