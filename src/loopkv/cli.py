@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "loopkv.config_commands",
     "loopkv.claims.commands",
     "loopkv.verify",
+    "loopkv.jobs.commands",
 )
 
 

@@ -3,29 +3,13 @@ list the jobs a dry run would run (what `snakemake -n` prints), without paying P
 start-up for every config. Uses Snakemake's DAG through its API objects."""
 from __future__ import annotations
 
-import contextlib
-import io
 from pathlib import Path
 
-from snakemake.api import SnakemakeApi
-from snakemake.settings.types import (ConfigSettings, DAGSettings, OutputSettings, ResourceSettings,
-                                      StorageSettings, WorkflowSettings)
+from loopkv.jobs.workflow_dag import built_dag, job_id as _job_id
 
 
-@contextlib.contextmanager
 def _dag(workdir: Path, configfile: Path):
-    sink = io.StringIO()
-    with contextlib.redirect_stderr(sink), contextlib.redirect_stdout(sink), \
-            SnakemakeApi(OutputSettings(verbose=False)) as api:
-        workflow_api = api.workflow(ResourceSettings(cores=1), ConfigSettings(configfiles=[configfile]),
-                                    StorageSettings(), WorkflowSettings(), snakefile=workdir / "Snakefile",
-                                    workdir=workdir)
-        dag_api = workflow_api.dag(DAGSettings())
-        workflow = dag_api.workflow_api._workflow
-        workflow.dag_settings = dag_api.dag_settings
-        workflow._prepare_dag(forceall=False, ignore_incomplete=False, lock_warn_only=True, nolock=True)
-        workflow._build_dag()
-        yield workflow.dag
+    return built_dag(workdir, [configfile])
 
 
 def needrun(workdir: Path, configfile: Path) -> dict[tuple[str, str], str]:
@@ -33,10 +17,6 @@ def needrun(workdir: Path, configfile: Path) -> dict[tuple[str, str], str]:
     dry run of the default target with `configfile` would run in `workdir`."""
     with _dag(workdir, configfile) as dag:
         return {_job_id(job): str(dag.reason(job)).splitlines()[0] for job in dag.needrun_jobs()}
-
-
-def _job_id(job) -> tuple[str, str]:
-    return job.rule.name, ",".join(f"{k}={v}" for k, v in sorted(job.wildcards_dict.items()))
 
 
 def dag_jobs(workdir: Path, configfile: Path):
