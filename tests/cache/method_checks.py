@@ -23,6 +23,9 @@ apply to a method is named, with why, in the class's `not_checked`; nothing here
 - batch: a row's logits (prompt prefill and decoded tokens) are the same in a batch of other rows of
   its length as alone;
 - padding: and the same in a left-padded batch of rows of other lengths.
+- rows: prompts prefilled once, the cache's rows then selected with repeats and drops
+  (`reorder_cache`: one context serving several continuations, beam search), and continuations
+  streamed, give what prefilling the selected prompts directly and streaming the same gives.
 A check a method is known to fail (its class's `known_failures`: a defect to fix) is expected to fail,
 strictly: once fixed, the entry must go.
 """
@@ -40,7 +43,7 @@ from loopkv.cache.settings import cache_factory, configured_setting
 from loopkv.cache.teacher_forced import teacher_forced_forward
 from loopkv.errors import LoopKVError
 
-CHECKS = ("lossless", "bytes", "teacher_forced", "batch", "padding")
+CHECKS = ("lossless", "bytes", "teacher_forced", "batch", "padding", "rows")
 LOOPS, LAYERS, HEADS, HEAD_DIM = 3, 2, 4, 16    # head_dim % 8 == 0: kv_quant packs codes
 # budgets tried in this order for a method's compressed setting (the teacher's is 1x); 3x and 6x are
 # T and 2T on the test model (final-loop reuse, MELT)
@@ -180,8 +183,31 @@ def check_padding(name: str, read_path, family: str = "ouro") -> None:
     check_batch(name, read_path, family, lengths=(6, 2, 5))   # 0, 4 and 1 left pads
 
 
+def check_rows(name: str, read_path, family: str = "ouro") -> None:
+    model, factory, _ = served(name, read_path, teacher(family=family))
+    forward = FORWARD[family]
+    g = torch.Generator().manual_seed(3)
+    prompts = [torch.randint(3, 61, (6,), generator=g).tolist() for _ in range(3)]
+    index = [2, 0, 2, 2]   # row 1 dropped, row 2 three times
+    continuations = [torch.randint(3, 61, (4,), generator=g).tolist() for _ in index]
+    cache = factory()
+    with torch.no_grad():
+        prefill = model(torch.tensor(prompts), cache=cache, **forward).logits
+        cache.reorder_cache(torch.tensor(index))
+        shared = [[prefill[i, -1:]] for i in index]
+        for j in range(4):
+            step = model(torch.tensor([[c[j]] for c in continuations]), cache=cache, **forward).logits
+            for row in range(len(index)):
+                shared[row].append(step[row])
+    direct = stream_padded(model, factory(), [prompts[i] for i in index], continuations, **forward)
+    for row, i in enumerate(index):
+        torch.testing.assert_close(torch.cat(shared[row]), direct[row][len(prompts[i]) - 1:],
+                                   atol=tolerance(model, read_path, family), rtol=0,
+                                   msg=lambda m, row=row: f"row {row} (prompt {index[row]}) after reorder_cache: {m}")
+
+
 CHECK = {"lossless": check_lossless, "bytes": check_bytes, "teacher_forced": check_teacher_forced,
-         "batch": check_batch, "padding": check_padding}
+         "batch": check_batch, "padding": check_padding, "rows": check_rows}
 
 
 def check_exemptions(name: str) -> None:

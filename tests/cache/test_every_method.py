@@ -1,6 +1,7 @@
 """Every registered KV method through the same checks (tests/cache/method_checks.py): lossless at its
 lossless setting, bytes per token = its formula = the bytes its cache object holds, streaming decode =
 its teacher-forced view, a row's result independent of the other rows of its batch and of left padding,
+a prefilled row selected into several (reorder_cache) as good as prefilling each,
 on each model family (Ouro; Huginn, with non-looped layers and interleaved RoPE).
 The methods and their read paths come from the registry, so a new method's file is all it takes to be
 covered; a check that does not apply to a method is stated, with why, in its class's `not_checked` (and
@@ -42,6 +43,11 @@ def test_a_row_does_not_depend_on_the_other_rows_of_its_batch(family, method, re
 @pytest.mark.parametrize("family, method, read_path", cases("padding"))
 def test_a_row_does_not_depend_on_left_padding(family, method, read_path):
     CHECK["padding"](method, read_path, family)
+
+
+@pytest.mark.parametrize("family, method, read_path", cases("rows"))
+def test_a_prefilled_row_serves_several_continuations(family, method, read_path):
+    CHECK["rows"](method, read_path, family)
 
 
 @pytest.mark.parametrize("method", [m for m in METHODS if not serves(m, "huginn")])

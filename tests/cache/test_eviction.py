@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from cache_helpers import held_bytes, stream, stream_padded
+from loopkv.eval.generation import left_pad
 from loopkv.cache.eviction import EvictingCache, held_slots
 from loopkv.cache.kv_quant import QuantCache
 from loopkv.errors import LoopKVError
@@ -113,6 +114,33 @@ def test_rows_of_a_padded_batch_evict_as_alone(name, read_path):
         torch.testing.assert_close(alone, reference, atol=1e-8, rtol=0)
         if name != "kv_quant":   # kv_quant's key groups depend on the batch's padding (its known failure)
             torch.testing.assert_close(batched[i], alone, atol=1e-8, rtol=0)
+
+
+@pytest.mark.parametrize("name,read_path", [("full", None), ("lla", "latent")])
+def test_a_prefilled_row_selected_into_several_evicts_as_each_prefilled(name, read_path):
+    """reorder_cache through the wrapper: its record of which held slots are real follows the rows."""
+    model, factory, _ = served(name, read_path, teacher())
+    g = torch.Generator().manual_seed(4)
+    prompts = [torch.randint(3, 61, (n,), generator=g).tolist() for n in (9, 4, 7)]
+    index = [2, 0, 2, 1]
+    continuations = [torch.randint(3, 61, (6,), generator=g).tolist() for _ in index]
+    ids, mask = left_pad(prompts, model.config.pad_token_id or 0)   # as stream_padded pads
+    cache = EvictingCache(factory(), SINKS, WINDOW)
+    with torch.no_grad():
+        prefill = model(ids, attention_mask=mask, cache=cache).logits
+        rows = torch.tensor(index)
+        cache.reorder_cache(rows)
+        mask = mask.index_select(0, rows)
+        shared = [[prefill[i, -1:]] for i in index]
+        for j in range(6):
+            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+            step = model(torch.tensor([[c[j]] for c in continuations]), attention_mask=mask, cache=cache).logits
+            for row in range(len(index)):
+                shared[row].append(step[row])
+    assert cache.held < ids.shape[1] + 6   # the continuation evicted
+    direct = stream_padded(model, EvictingCache(factory(), SINKS, WINDOW), [prompts[i] for i in index], continuations)
+    for row, i in enumerate(index):
+        torch.testing.assert_close(torch.cat(shared[row]), direct[row][len(prompts[i]) - 1:], atol=1e-8, rtol=0)
 
 
 def test_bad_evictions_are_refused():

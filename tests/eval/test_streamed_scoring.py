@@ -68,3 +68,49 @@ def test_every_method_is_measured_from_the_same_huginn_start():
     torch.manual_seed(2)
     again = teacher_fidelity(m, windows, 2, lambda: make_cache("final_loop", m.config))
     assert first == again and first["kl"] > 1e-3
+
+
+def count_prefills(monkeypatch, model_class) -> list[int]:
+    """The batch size of every forward of `model_class` over more than one token (a prefill), as they run."""
+    prefilled = []
+    forward = model_class.forward
+
+    def counting(self, input_ids=None, **kwargs):
+        if input_ids.shape[1] > 1:
+            prefilled.append(input_ids.shape[0])
+        return forward(self, input_ids=input_ids, **kwargs)
+
+    monkeypatch.setattr(model_class, "forward", counting)
+    return prefilled
+
+
+@pytest.mark.parametrize("method", ["full", "final_loop"])
+def test_a_context_shared_by_several_continuations_is_prefilled_once(method, monkeypatch):
+    """A multiple-choice item: its choices score as each scored alone (batch of one, the path with
+    no sharing), and the batch's forwards prefill each distinct context once. (Every method's
+    cache rows selected after a prefill: tests/cache/method_checks.check_rows.)"""
+    m = model()
+    make = lambda: make_cache(method, m.config)  # noqa: E731
+    g = torch.Generator().manual_seed(3)
+    items = [torch.randint(3, 61, (n,), generator=g).tolist() for n in (6, 9, 4)]
+    contexts = [items[0]] * 3 + [items[1]] * 4 + [items[2]]   # 3, 4 and 1 choices
+    conts = [torch.randint(3, 61, (n,), generator=g).tolist() for n in (2, 4, 1, 3, 2, 5, 1, 3)]
+    alone = [continuation_logprobs(m, [c], [k], batch_size=1, cache_factory=make)[0] for c, k in zip(contexts, conts)]
+    prefilled = count_prefills(monkeypatch, OuroForCausalLM)
+    shared = continuation_logprobs(m, contexts, conts, batch_size=8, cache_factory=make)
+    assert prefilled == [3]   # one forward of the three distinct contexts
+    torch.testing.assert_close(torch.tensor(shared), torch.tensor(alone), atol=1e-4, rtol=0)   # float32
+
+
+def test_a_model_that_draws_random_states_prefills_every_row_itself(monkeypatch):
+    """Huginn draws each prefilled row's initial state: sharing a prefill would change which states
+    the rows draw, so its rows keep their own prefill (and their results, unchanged by sharing)."""
+    from loopkv.models.modeling_huginn import HuginnForCausalLM
+
+    m = model("huginn")
+    g = torch.Generator().manual_seed(5)
+    item = torch.randint(3, 61, (6,), generator=g).tolist()
+    contexts, conts = [item] * 3, [torch.randint(3, 61, (2,), generator=g).tolist() for _ in range(3)]
+    prefilled = count_prefills(monkeypatch, HuginnForCausalLM)
+    continuation_logprobs(m, contexts, conts, batch_size=3, cache_factory=lambda: make_cache("full", m.config))
+    assert prefilled == [3]

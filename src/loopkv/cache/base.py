@@ -260,7 +260,29 @@ class LoopCache(ABC):
         raise NotImplementedError(f"{type(self).__name__} has no teacher-forced view")
 
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
-        raise NotImplementedError(f"{type(self).__name__} does not support beam search")
+        """Between forwards, row i of the cache becomes a copy of row beam_idx[i] (rows may repeat or
+        go: beam search, or one prefilled context serving several continuations). Every tensor the
+        cache holds outside `bookkeeping` is per-row payload, batch first (what the byte counts say
+        too), so all of it is selected, in nested lists, dicts and caches; of the bookkeeping, the
+        cached tokens' positions. A payload tensor whose first axis is not the batch is refused,
+        naming it: selecting it would be silently wrong."""
+        if self._new_positions is not None:
+            raise LoopKVError("a cache's rows are selected between forwards, not during one")
+        if self.positions is None:   # nothing cached yet: no rows to select
+            return
+        rows = self.positions.shape[0]
+        index = beam_idx.to(self.positions.device)
+        if index.ndim != 1 or (len(index) and (int(index.min()) < 0 or int(index.max()) >= rows)):
+            raise LoopKVError(f"rows to select must be a 1-d index into the cache's {rows} rows")
+        skip, nested = type(self).bookkeeping, []
+        # every selection is made (and a bad tensor refused) before anything is changed
+        selected = {name: select_rows(value, index, rows, f"{type(self).__name__}.{name}", nested)
+                    for name, value in vars(self).items() if name not in skip}
+        for cache in nested:
+            cache.reorder_cache(index)
+        for name, value in selected.items():
+            setattr(self, name, value)
+        self.positions = self.positions.index_select(0, index)
 
     @property
     def past_mask_by_key(self) -> bool:
@@ -345,6 +367,26 @@ def select_tokens(store, dim: int, index: torch.Tensor):
     if isinstance(store, dict):
         return {k: select_tokens(t, dim, index) for k, t in store.items()}
     raise TypeError(f"a token store holds tensors in lists or dicts, got {type(store).__name__}")
+
+
+def select_rows(store, index: torch.Tensor, rows: int, where: str, nested: list):
+    """`store` with its batch rows at `index` (reorder_cache): tensors (batch first) in lists, tuples
+    and dicts; a nested cache is appended to `nested`, for the caller to reorder; modules (a codec's
+    weights) and plain values are not per row and stay. A tensor that is not per row must be listed in
+    its class's bookkeeping: one whose first axis is not the batch is refused here, but one that only
+    happens to have as many rows as the batch cannot be told apart."""
+    if isinstance(store, torch.Tensor):
+        if store.ndim == 0 or store.shape[0] != rows:
+            raise LoopKVError(f"{where}: a payload tensor of shape {tuple(store.shape)} is not batch-first over "
+                              f"{rows} rows; list it in the class's bookkeeping or select it in its reorder_cache")
+        return store.index_select(0, index.to(store.device))
+    if isinstance(store, (list, tuple)):
+        return type(store)(select_rows(t, index, rows, f"{where}[{i}]", nested) for i, t in enumerate(store))
+    if isinstance(store, dict):
+        return {k: select_rows(t, index, rows, f"{where}[{k!r}]", nested) for k, t in store.items()}
+    if isinstance(store, LoopCache):
+        nested.append(store)
+    return store
 
 
 def concat(old: torch.Tensor | None, new: torch.Tensor, dim: int = 2) -> torch.Tensor:

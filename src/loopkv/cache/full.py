@@ -83,8 +83,3 @@ class FullLoopCache(LoopCache):
 
     def loop_tensors(self):
         return [t for t in self.keys + self.values if t is not None]
-
-    def reorder_cache(self, beam_idx):
-        pick = lambda store: [t.index_select(0, beam_idx) if t is not None else None for t in store]  # noqa: E731
-        self.keys, self.values = pick(self.keys), pick(self.values)
-        self.outer_keys, self.outer_values = pick(self.outer_keys), pick(self.outer_values)

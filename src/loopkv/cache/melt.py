@@ -115,13 +115,12 @@ class MeltCache(LoopCache):
         own = [t for t in self.keys + self.values if t is not None]
         return own + (self.base.loop_tensors() if self.base is not None else [])
 
+    def reorder_cache(self, beam_idx):
+        super().reorder_cache(beam_idx)
+        if self.outputs:   # the recorded attention outputs (bookkeeping: not stored K/V) follow their rows
+            self.outputs = {key: out.index_select(0, beam_idx.to(out.device)) for key, out in self.outputs.items()}
+
     def keep_tokens(self, index):
         super().keep_tokens(index)
         if self.base is not None:   # stage 1's per-loop K/V: the same tokens
             self.base.keep_tokens(index)
-
-    def reorder_cache(self, beam_idx):
-        self.keys = [t.index_select(0, beam_idx) if t is not None else None for t in self.keys]
-        self.values = [t.index_select(0, beam_idx) if t is not None else None for t in self.values]
-        if self.base is not None:
-            self.base.reorder_cache(beam_idx)

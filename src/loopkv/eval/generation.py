@@ -185,8 +185,9 @@ def continuation_scores(model, contexts: list[list[int]], continuations: list[li
                         batch_size: int, cache_factory: CacheFactory | None = None) -> list[tuple[float, bool]]:
     """(sum of log p(continuation | context), whether every continuation token is the argmax) per
     pair. Without a cache factory: one teacher-forced forward (exact, the teacher's own computation).
-    With one: the context is prefilled into a fresh cache and the continuation streams through it
-    one token at a time, so every continuation token reads earlier tokens the way the method stores them."""
+    With one: the context is prefilled into a fresh cache (once per distinct context of a batch) and
+    the continuation streams through it one token at a time, so every continuation token reads earlier
+    tokens the way the method stores them."""
     model.eval()
     scores = []
     for start in range(0, len(contexts), batch_size):
@@ -217,7 +218,16 @@ def _scores_one_forward(model, ctx, cont) -> list[float]:
 
 def _scores_streamed(model, ctx, cont, cache) -> list[float]:
     pad, device = model.config.pad_token_id, model_device(model)
-    ids, mask = left_pad(ctx, pad, device)
+    # a context shared by several continuations (a multiple-choice item's choices) is prefilled once,
+    # then its cache row is copied to each of them (LoopCache.reorder_cache); not for a model whose
+    # forward draws random per-row states (Huginn): fewer prefilled rows would draw other states
+    if getattr(model, "draws_initial_states", False):
+        prefilled, owner = list(ctx), list(range(len(ctx)))
+    else:
+        first: dict[tuple[int, ...], int] = {}
+        owner = [first.setdefault(tuple(c), len(first)) for c in ctx]
+        prefilled = [list(c) for c in first]
+    ids, mask = left_pad(prefilled, pad, device)
     width = max(len(k) for k in cont)
     # continuations right-padded: a row's pads come after its real tokens, so nothing real reads them
     cont_ids = torch.full((len(cont), width), pad, dtype=torch.long)
@@ -227,6 +237,10 @@ def _scores_streamed(model, ctx, cont, cache) -> list[float]:
         cont_mask[i, :len(k)] = 1
     cont_ids, cont_mask = cont_ids.to(device), cont_mask.to(device)
     logits = model(ids, attention_mask=mask, cache=cache).logits[:, -1]
+    if len(prefilled) < len(ctx):
+        rows = torch.tensor(owner, device=device)
+        cache.reorder_cache(rows)
+        logits, mask = logits.index_select(0, rows), mask.index_select(0, rows)
     total = torch.zeros(len(cont), dtype=torch.float64, device=device)
     greedy = torch.ones(len(cont), dtype=torch.bool, device=device)
     for j in range(width):

@@ -115,6 +115,9 @@ class HuginnForCausalLM(PreTrainedModel, LoopCacheGeneration, GenerationMixin):
     _no_split_modules = ["SandwichBlock"]
     _tied_weights_keys = {"lm_head.weight": "transformer.wte.weight"}
     supports_gradient_checkpointing = False
+    # a forward without input_states draws each row's initial state from the generator (init_scale 1):
+    # a row's result depends on the draws of the rows prefilled beside it
+    draws_initial_states = True
 
     def __init__(self, config: HuginnConfig):
         super().__init__(config)
