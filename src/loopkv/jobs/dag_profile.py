@@ -218,21 +218,23 @@ def render(profile: Profile, top: int = 10) -> str:
     critical, path = profile.critical_path()
     total_wall = sum(j.timing.wall_s for j in timed)
     total_cpu = sum(j.timing.cpu_s or 0.0 for j in timed)
-    bound = max(critical, profile.occupancy_bound())
+    occupancy = profile.occupancy_bound()
+    bound = max(critical, occupancy)
     span = profile.span()
     lines += ["| measure | seconds | minutes |", "|---|---:|---:|"]
     for name, seconds in (("jobs' wall time, summed", total_wall), ("jobs' CPU time, summed", total_cpu),
                           ("critical path (any number of cores)", critical),
-                          (f"occupancy bound ({profile.cores} cores)", profile.occupancy_bound()),
+                          (f"occupancy bound ({profile.cores} cores)", occupancy),
                           ("span: first start to last end", span)):
         lines.append(f"| {name} | {seconds:.0f} | {seconds / 60:.1f} |")
     if span and bound:
-        binding = "the critical path" if critical >= profile.occupancy_bound() else f"the {profile.cores} cores' occupancy"
+        binding = "the critical path" if critical >= occupancy else f"the {profile.cores} cores' occupancy"
         lines += ["", f"What bounds it: {binding} ({bound / 60:.1f} min); the span is {span / bound:.2f}x that bound."]
     lines += ["", "## By stage", "", "| stage | jobs | timed | wall s | CPU s | core-s held | share | span s | peak RSS MiB |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    held = sum(r["core_s"] for r in profile.by_stage()) or 1.0
-    for r in profile.by_stage():
+    stages = profile.by_stage()
+    held = sum(r["core_s"] for r in stages) or 1.0
+    for r in stages:
         lines.append(f"| {r['stage']} | {r['jobs']} | {r['timed']} | {r['wall_s']:.0f} | {r['cpu_s']:.0f} | "
                      f"{r['core_s']:.0f} | {r['core_s'] / held:.1%} | {r['span_s']:.0f} | {r['max_rss_mib']:.0f} |")
     if top:
