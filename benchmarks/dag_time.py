@@ -34,7 +34,8 @@ def scratch_workflow(dest: Path) -> Path:
 
 def timed_run(dest: Path, targets: list[str], cores: int, configfiles: list[str]) -> float:
     config = ["--configfile", *[str(Path(f).resolve()) for f in configfiles]] if configfiles else []
-    cmd = [sys.executable, "-m", "snakemake", "--cores", str(cores), *config, *targets]
+    # "--" ends --configfile's list: without it the targets would be read as config files
+    cmd = [sys.executable, "-m", "snakemake", "--cores", str(cores), *config, "--", *targets]
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=dest, env=env, capture_output=True, text=True)

@@ -17,12 +17,12 @@ from __future__ import annotations
 import argparse
 import filecmp
 import os
+import re
 import shutil
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
+
+from dag_time import timed_run   # this directory's: the same Snakemake call, timed
 
 
 def build(targets: list[str], section: str, key: str, threads: int, cores: int, configfiles: list[str],
@@ -35,16 +35,10 @@ def build(targets: list[str], section: str, key: str, threads: int, cores: int, 
             p.unlink()
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(f"{section}:\n  {key}: {threads}\n")   # last configfile: it wins over the others
-    cmd = [sys.executable, "-m", "snakemake", "--cores", str(cores), "-q",
-           "--configfile", *configfiles, f.name, "--", *targets]
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    os.unlink(f.name)
-    if proc.returncode != 0:
-        sys.exit(f"snakemake failed at {threads} thread(s):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return wall
+    try:
+        return timed_run(Path.cwd(), targets, cores, [*configfiles, f.name])
+    finally:
+        os.unlink(f.name)
 
 
 def main() -> None:
@@ -57,6 +51,8 @@ def main() -> None:
                         help="compare only outputs whose names end so (default: every target)")
     parser.add_argument("targets", nargs="+")
     args = parser.parse_args()
+    if not re.fullmatch(r"[a-z_]+\.threads", args.threads_key):
+        parser.error(f"--threads-key must name a section's threads key (e.g. distill.threads), got {args.threads_key!r}")
     section, key = args.threads_key.split(".")
 
     kept = {}

@@ -58,7 +58,7 @@ def timed_steps(config: dict, threads: int, steps: int, compiled: bool = False) 
         losses.append(loss.item())
     timed = times[WARMUP:]
     return {"step_s": statistics.median(timed), "min": min(timed), "max": max(timed), "first_s": times[0],
-            "losses": losses, "n": len(timed)}
+            "losses": losses, "n": len(timed), "params": sum(p.numel() for p in model.parameters())}
 
 
 def _one_thread_job(args):
@@ -85,10 +85,7 @@ def main() -> None:
     threads = teacher["threads"]
 
     base = timed_steps(config, threads, args.steps)
-    params = sum(p.numel() for p in OuroForCausalLM(OuroConfig(
-        vocab_size=config["data"]["tokenizer"]["vocab_size"], num_key_value_heads=arch["num_attention_heads"],
-        **arch)).parameters())
-    print(f"model: {params / 1e6:.2f}M params, D={arch['num_hidden_layers']} T={arch['total_ut_steps']} "
+    print(f"model: {base['params'] / 1e6:.2f}M params, D={arch['num_hidden_layers']} T={arch['total_ut_steps']} "
           f"d={arch['hidden_size']} vocab={config['data']['tokenizer']['vocab_size']}; "
           f"batch {teacher['batch_size']} x seq {teacher['seq_len']}")
     print(f"measured, eager, {threads} threads: {base['step_s']:.3f} s/step (median of {base['n']}, "
