@@ -8,12 +8,14 @@ from loopkv.cache import make_cache
 from loopkv.cache.latent_codec import LAYOUTS, LatentCodec
 from loopkv.cache.budget import LatentBudget
 from loopkv.cache.registry import METHODS, codec_layouts, codec_methods, read_path_methods
+from loopkv.cache.settings import served_read_path
 
 METHOD_LAYOUT = codec_layouts()
 # (method, read_path) of every method with a LatentCodec (lla_decoupled's codec has tests of its own);
-# mla_head has one read path (its latents are per loop already)
+# mla_head has no fused read (latent and full only)
 LATENT_CODEC_METHODS = [m for m in codec_methods() if issubclass(METHODS[m], LatentBudget)]
 CACHES = [(m, p) for m in LATENT_CODEC_METHODS for p in (METHODS[m].read_paths or (None,))]
+FUSED_METHODS = [m for m in LATENT_CODEC_METHODS if "fused" in METHODS[m].read_paths]
 
 
 def build(method, read_path, config, codec):
@@ -173,18 +175,47 @@ def test_latent_and_full_read_paths_give_the_same_logits(reference_model, calibr
     codec = make_codec(config, calibration, 3, 6, METHOD_LAYOUT[method])
     tokens = torch.randint(3, 256, (2, 12))
     logits = {}
-    for read_path in ("latent", "full", "fused"):
+    for read_path in METHODS[method].read_paths:
         cache = build(method, read_path, config, codec)
         with torch.no_grad():
             pieces = [reference_model(tokens[:, :3], cache=cache).logits]
             for i in range(3, tokens.shape[1]):
                 pieces.append(reference_model(tokens[:, i:i + 1], cache=cache).logits)
         logits[read_path] = torch.cat(pieces, 1)
+    assert {"latent", "full"} <= set(logits)
     torch.testing.assert_close(logits["latent"], logits["full"], atol=1e-5, rtol=0)
-    torch.testing.assert_close(logits["fused"], logits["latent"], atol=1e-4, rtol=0)
+    if "fused" in logits:
+        torch.testing.assert_close(logits["fused"], logits["latent"], atol=1e-4, rtol=0)
 
 
-@pytest.mark.parametrize("method", [m for m in read_path_methods() if m in LATENT_CODEC_METHODS])
+def test_mla_heads_full_path_decodes_each_token_once_per_entry(reference_model, calibration, monkeypatch):
+    """The latent path decodes an entry's whole history at each of a step's T*D reads; the full path
+    decodes only the step's new token, once per entry, at the end of its forward."""
+    config = reference_model.config
+    codec = make_codec(config, calibration, 3, 6, METHOD_LAYOUT["mla_head"])
+    tokens = torch.randint(3, 256, (1, 9))
+    decoded_rows = []
+    real_decode = codec.decode
+    monkeypatch.setattr(codec, "decode", lambda kind, latent, *a: decoded_rows.append(latent.shape[1]) or
+                        real_decode(kind, latent, *a))
+    entries = config.total_ut_steps * config.num_hidden_layers
+    for read_path, per_entry in (("latent", 8), ("full", 1)):   # the ninth token's step reads 8 past tokens
+        cache = build("mla_head", read_path, config, codec)
+        with torch.no_grad():
+            reference_model(tokens[:, :8], cache=cache)
+            decoded_rows.clear()
+            reference_model(tokens[:, 8:], cache=cache)
+        assert decoded_rows == [per_entry] * 2 * entries, read_path    # K and V of every (loop, layer)
+
+
+def test_the_configured_read_path_is_served_where_the_method_has_it():
+    assert served_read_path("lla", "fused") == "fused" and served_read_path("lla2d", "full") == "full"
+    assert served_read_path("mla_head", "full") == "full"
+    assert served_read_path("mla_head", "fused") == "latent"     # no fused read: its default path
+    assert served_read_path("kv_quant", "full") is None and served_read_path("full", "latent") is None
+
+
+@pytest.mark.parametrize("method", FUSED_METHODS)
 @pytest.mark.parametrize("cpu_kernel", ["cpp", "torch"])
 def test_fused_path_generates_left_padded_batches_like_the_latent_path(reference_model, calibration, method,
                                                                        cpu_kernel, monkeypatch):
@@ -222,7 +253,7 @@ def test_fused_read_follows_a_codec_updated_in_place(reference_model, calibratio
     torch.testing.assert_close(logits["fused"], logits["latent"], atol=1e-4, rtol=0)
 
 
-@pytest.mark.parametrize("method", [m for m in read_path_methods() if m in LATENT_CODEC_METHODS])
+@pytest.mark.parametrize("method", FUSED_METHODS)
 @pytest.mark.parametrize("length", [1, 7])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_the_cpu_encode_kernel_equals_the_python_encode_bit_for_bit(reference_model, calibration, method, length,

@@ -129,7 +129,8 @@ def test_the_probe_decodes_lla_through_its_fused_read(tmp_path):
 def test_capacity_read_path_is_fused_wherever_a_method_has_it():
     assert all(capacity_read_path(m) == "fused" for m in read_path_methods() if "fused" in method_class(m).read_paths)
     assert capacity_read_path("lla") == capacity_read_path("lla2d") == "fused"
-    assert capacity_read_path("full") is None and capacity_read_path("mla_head") is None   # no read paths
+    assert capacity_read_path("full") is None                  # no read paths
+    assert capacity_read_path("mla_head") == "latent"          # no fused read: its stored latents, decoded per read
 
 
 @pytest.mark.parametrize("method", ["lla", "lla2d"])

@@ -392,3 +392,13 @@ def select_rows(store, index: torch.Tensor, rows: int, where: str, nested: list)
 def concat(old: torch.Tensor | None, new: torch.Tensor, dim: int = 2) -> torch.Tensor:
     """Append `new` to a stored tensor that may not exist yet (dim 2 = tokens in (B, H, S, d))."""
     return new if old is None else torch.cat([old, new], dim=dim)
+
+
+def overwrite_tail(stores: list, i: int, new: torch.Tensor) -> None:
+    """Write `new` (B, H, L, d) over the last L tokens of stores[i] (a full-memory read path's end of
+    forward: the new tokens' exact K/V, read by their own forward, become what later tokens read)."""
+    store = stores[i]
+    if store.shape[2] == new.shape[2]:   # the first forward: the store may be the caller's tensor itself
+        stores[i] = new.to(store.dtype)
+    else:                                # a tensor of our own (a cat): its tail, in place
+        store[:, :, store.shape[2] - new.shape[2]:] = new.to(store.dtype)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import torch
 
-from loopkv.cache.base import LoopCache, attention, concat
+from loopkv.cache.base import LoopCache, attention, concat, overwrite_tail
 from loopkv.cache.budget import LatentBudget
 from loopkv.cache.latent_codec import LAYOUTS, LatentCodec, model_sizes
 from loopkv.kernels import cpu_kernels
@@ -268,12 +268,7 @@ class LLACache(LatentBudget, LoopCache):
                     x = self._decode(kind, layer, loop, latent.transpose(1, 2))
                     if kind == "k":
                         x = self.rope(self._new_positions, x)
-                    i = self.entry(loop, layer)
-                    store = self.recon[kind][i]
-                    if store.shape[2] == x.shape[2]:   # the first forward: the store may be the caller's V itself
-                        self.recon[kind][i] = x.to(store.dtype)
-                    else:                              # a tensor of our own (a cat): its tail, in place
-                        store[:, :, store.shape[2] - x.shape[2]:] = x.to(store.dtype)
+                    overwrite_tail(self.recon[kind], self.entry(loop, layer), x)
         self._unwritten = {}
         if self.read_path == "fused" and not self._new_positions.is_meta:   # (capacity probes run on meta)
             self._position_rows = max(self._position_rows, int(self._new_positions.max()) + 1)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from loopkv.cache.base import LoopCache, attention, concat
+from loopkv.cache.base import LoopCache, attention, concat, overwrite_tail
 from loopkv.cache.budget import latent_setting
 from loopkv.cache.decoupled_codec import DecoupledCodec
 from loopkv.cache.latent_codec import LAYOUTS, model_sizes
@@ -166,11 +166,7 @@ class LLADecoupledCache(LoopCache):
                 i = self.entry(loop, layer)
                 k, v = self._decoded(loop, layer, keys, values)
                 for stores, x in ((self.recon_k, k), (self.recon_v, v)):
-                    tail = stores[i].shape[2] - x.shape[2]
-                    if tail == 0:      # the first forward: the store may be the caller's V itself
-                        stores[i] = x.to(stores[i].dtype)
-                    else:
-                        stores[i][:, :, tail:] = x.to(stores[i].dtype)
+                    overwrite_tail(stores, i, x)
         self._unwritten = {}
         super().end_forward()
 

@@ -102,11 +102,21 @@ def svd_codec(setting: dict, config, calibration, init: str = "svd", seed: int =
     return codec
 
 
+def served_read_path(method: str, configured: str) -> str | None:
+    """The read path `method` is served through when the config asks for `configured`: that one where
+    the method has it, else its default (mla_head has no fused read): every path hands attention the
+    same values (tests/cache), only time and memory differ. None for a method without read paths."""
+    paths = method_class(method).read_paths
+    if not paths:
+        return None
+    return configured if configured in paths else paths[0]
+
+
 def cache_factory(setting: dict, config, codec: LatentCodec | None = None,
                   read_path: str | None = None) -> Callable[[], LoopCache]:
     """A fresh cache of the setting's method per call (generation needs one per batch). A codec
     method is built from its codec (the setting's ranks are the codec's). `read_path`: for the
-    methods that have read paths (lla, lla2d; default their first, latent); others ignore it."""
+    methods that have read paths (the codec methods; default their first, latent); others ignore it."""
     method, kwargs = setting["method"], dict(setting["kwargs"])
     cls = method_class(method)
     if cls.layout is not None:

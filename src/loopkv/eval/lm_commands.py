@@ -131,7 +131,7 @@ def _lm_eval_shard(job) -> None:
     docs = shard_docs(selection, args.shard, args.shards)
     served = load_method_model(args.teacher, args.method, args.budget, job.cfg["methods"],
                                job.cfg["model"]["dtype"], codec_path=args.codec, student_dir=args.student,
-                               device=job.device)
+                               device=job.device, with_teacher=False)   # a MELT student generates alone
     lm = LoopKVLM(served=served, batch_size=job.cfg["lm_eval"]["batch_size"])
     shots_dir = tempfile.TemporaryDirectory(prefix="loopkv-shots-")   # the few-shot data file, if any
     cfg = task_config(task_name(data), args.data, settings.get("max_gen_toks"), served.tokenizer,

@@ -14,7 +14,6 @@ read, a transient that puts its peak near the teacher's (measured: benchmarks/me
 """
 from __future__ import annotations
 
-import copy
 import multiprocessing
 import time
 
@@ -140,18 +139,22 @@ def bytes_over_loops(teacher, student, methods: list[tuple[str, str, dict]], loo
     ids = ids.to(model_device(teacher))
     for T in loops:
         for name, budget, methods_cfg in methods:
-            model = copy.deepcopy(student if name == "melt" else teacher)
+            model = student if name == "melt" else teacher
+            own = model.config.total_ut_steps   # set for this forward and restored: the weights serve any T
             model.config.total_ut_steps = T
-            if name in ("full", "melt"):   # their budgets follow from T: 1x and T x
-                setting = {"method": name, "kwargs": {}, "ratio": 1.0 if name == "full" else float(T)}
-                cache = make_cache(name, model.config)
-            else:
-                setting = configured_setting(methods_cfg, name, budget, model.config)
-                codec = (new_codec(setting, model.config).to(device=ids.device, dtype=model.dtype)
-                         if name in codec_methods() else None)
-                cache = cache_factory(setting, model.config, codec, read_path="latent")()
-            with torch.no_grad():
-                model(ids, cache=cache)
+            try:
+                if name in ("full", "melt"):   # their budgets follow from T: 1x and T x
+                    setting = {"method": name, "kwargs": {}, "ratio": 1.0 if name == "full" else float(T)}
+                    cache = make_cache(name, model.config)
+                else:
+                    setting = configured_setting(methods_cfg, name, budget, model.config)
+                    codec = (new_codec(setting, model.config).to(device=ids.device, dtype=model.dtype)
+                             if name in codec_methods() else None)
+                    cache = cache_factory(setting, model.config, codec, read_path="latent")()
+                with torch.no_grad():
+                    model(ids, cache=cache)
+            finally:
+                model.config.total_ut_steps = own
             rows.append({"loops": T, "method": name, "budget": budget if name != "full" else "1x",
                          "setting": setting, "bytes_per_token": cache.bytes_per_token(cache_dtype),
                          "formula_bytes_per_token_compute_dtype": cache.bytes_per_token(model.dtype),

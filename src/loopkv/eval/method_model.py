@@ -12,7 +12,7 @@ from loopkv.errors import LoopKVError
 
 @dataclass
 class MethodModel:
-    teacher: torch.nn.Module          # the frozen teacher (the reference for fidelity)
+    teacher: torch.nn.Module | None   # the frozen teacher (the reference for fidelity); None if not asked for
     model: torch.nn.Module            # what generates: the teacher, or a MELT student
     tokenizer: object
     setting: dict                     # {"method", "kwargs", "ratio", "budget"}
@@ -27,23 +27,24 @@ class MethodModel:
 
 
 def load_method_model(teacher_dir, method: str, budget: str, methods_cfg: dict, dtype: str,
-                      codec_path=None, student_dir=None, device="cpu") -> MethodModel:
+                      codec_path=None, student_dir=None, device="cpu", with_teacher: bool = True) -> MethodModel:
     """The teacher at `teacher_dir` read through `method` at the budget labelled `budget` of
     `methods_cfg` (config section `methods`; "full"/"1x" = the teacher's own cache). Codec methods
     need `codec_path` (a distilled codec); melt needs `student_dir` (a trained MELT model). Everything
-    is placed on `device` (utils/device.py)."""
+    is placed on `device` (utils/device.py). `with_teacher` False: a MELT student is served without
+    loading the teacher beside it (nothing but fidelity reads it); other methods serve the teacher itself."""
     from loopkv.cache.registry import codec_methods, read_path_methods
-    from loopkv.cache.settings import cache_factory, configured_setting, load_codec, read_codec_file
+    from loopkv.cache.settings import cache_factory, configured_setting, load_codec, read_codec_file, served_read_path
     from loopkv.data.tokenizer import load_tokenizer
     from loopkv.models.loading import load_teacher
     from loopkv.models.melt_model import load_melt
 
-    teacher = load_teacher(teacher_dir, dtype, device)
-    tokenizer = load_tokenizer(teacher_dir)
-    setting = configured_setting(methods_cfg, method, budget, teacher.config)
     if (method == "melt") != bool(student_dir):
         raise LoopKVError("a student (a MELT model) goes with method melt, and melt needs one")
+    teacher = load_teacher(teacher_dir, dtype, device) if with_teacher or not student_dir else None
+    tokenizer = load_tokenizer(teacher_dir)
     model = load_melt(student_dir, dtype, device=device) if student_dir else teacher
+    setting = configured_setting(methods_cfg, method, budget, (model if teacher is None else teacher).config)
     codec, training = None, None
     if method in codec_methods():
         if not codec_path:
@@ -55,6 +56,6 @@ def load_method_model(teacher_dir, method: str, budget: str, methods_cfg: dict, 
     elif codec_path:
         raise LoopKVError(f"{method} takes no codec (only {', '.join(codec_methods())} do)")
     # only methods with read paths have one (their slice holds methods.read_path; no other slice does)
-    read_path = methods_cfg["read_path"] if method in read_path_methods() else None
+    read_path = served_read_path(method, methods_cfg["read_path"]) if method in read_path_methods() else None
     factory = cache_factory(setting, model.config, codec, read_path=read_path)
     return MethodModel(teacher, model, tokenizer, setting, factory, codec, read_path, training)
