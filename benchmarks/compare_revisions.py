@@ -5,10 +5,14 @@ config/, the test config, the BIG-bench stand-in), run from nothing with that re
 differs, the differing cells are listed so each can be explained.
 
     python benchmarks/compare_revisions.py --before fdb97f5^ --after HEAD     # micro config, default target
+    python benchmarks/compare_revisions.py --before 927e72b --overlay mla.yaml --targets reports/table1.csv
 
-Tables of timings (serving speed, kernel timings and the claims resting on them) are measurements of
-one run: they are listed as "timed" and do not decide the exit status. Exit status 0: every other
-report is byte-identical.
+--overlay files (read from where you run it, not from the revisions) are layered over the revision's
+config file in both runs: the same change of config (a method added to the micro Table 1, say) for both.
+
+Tables of timings (serving speed, kernel timings and the claims resting on them, the measured memory
+curves) are measurements of one run: they are listed as "timed" and do not decide the exit status.
+Exit status 0: every other report is byte-identical.
 """
 from __future__ import annotations
 
@@ -22,7 +26,9 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-TIMED = {"table5.csv", "table13.csv", "claims.csv"}   # hold wall times of their run (test_determinism.py)
+# measurements of their run: wall times (as in test_determinism.py) and the process's RSS and seconds per
+# context length (Figure 10's memory curves)
+TIMED = {"table5.csv", "table13.csv", "claims.csv", "fig_memory_vs_length.json"}
 COMPARED = ("*.csv", "*.json")
 # the revision's own copy of its workflow, as its workflow tests make it
 _COPY = ("import sys; from pathlib import Path; sys.path[:0] = ['tests', 'tests/workflow']; "
@@ -33,7 +39,8 @@ def git(*args: str, cwd: Path = REPO) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
 
 
-def run_revision(rev: str, dest: Path, configfile: str, targets: list[str], cores: int) -> Path:
+def run_revision(rev: str, dest: Path, configfile: str, overlays: list[Path], targets: list[str],
+                 cores: int) -> Path:
     """The revision's workflow run from nothing in dest/workflow; returns that directory."""
     tree, workdir = dest / "tree", dest / "workflow"
     git("worktree", "add", "--detach", str(tree), rev)
@@ -41,8 +48,10 @@ def run_revision(rev: str, dest: Path, configfile: str, targets: list[str], core
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     workdir.mkdir()
     subprocess.run([sys.executable, "-c", _COPY, str(workdir)], cwd=tree, env=env, check=True)
-    shutil.copy(tree / configfile, workdir / "compare.yaml")
-    cmd = [sys.executable, "-m", "snakemake", "--cores", str(cores), "--configfile", "compare.yaml", "--", *targets]
+    configs = ["compare.yaml"] + [f"overlay{n}.yaml" for n in range(len(overlays))]
+    for src, name in zip([tree / configfile, *overlays], configs):
+        shutil.copy(src, workdir / name)
+    cmd = [sys.executable, "-m", "snakemake", "--cores", str(cores), "--configfile", *configs, "--", *targets]
     proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True)
     (dest / "snakemake.log").write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
@@ -94,19 +103,26 @@ def main() -> None:
     parser.add_argument("--after", default="HEAD", help="git revision compared with it (default HEAD)")
     parser.add_argument("--configfile", default="tests/workflow/micro.yaml",
                         help="config file, a path inside each revision's tree (default: the micro config)")
+    parser.add_argument("--overlay", action="append", default=[], type=Path, metavar="FILE",
+                        help="a config file layered over --configfile in both runs (repeatable)")
     parser.add_argument("--targets", nargs="*", default=[], help="targets (default: the default target)")
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--cells", type=int, default=20, help="differing cells listed per CSV")
     parser.add_argument("--scratch", help="directory for the two runs (default: a new temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the worktrees and runs")
     args = parser.parse_args()
+    for overlay in args.overlay:
+        if not overlay.is_file():
+            parser.error(f"--overlay {overlay}: no such file")
     scratch = Path(args.scratch or tempfile.mkdtemp(prefix="loopkv-compare-"))
     revs = {"before": git("rev-parse", args.before), "after": git("rev-parse", args.after)}
     runs = {}
     try:
         for name, rev in revs.items():
-            print(f"# {name}: {rev[:12]}, {args.configfile}, on {args.cores} cores", flush=True)
-            runs[name] = run_revision(rev, scratch / name, args.configfile, args.targets, args.cores)
+            config = " + ".join([args.configfile, *map(str, args.overlay)])
+            print(f"# {name}: {rev[:12]}, {config}, on {args.cores} cores", flush=True)
+            runs[name] = run_revision(rev, scratch / name, args.configfile, [o.resolve() for o in args.overlay],
+                                      args.targets, args.cores)
         same = compare_reports(runs["before"] / "reports", runs["after"] / "reports", args.cells)
     finally:
         if not args.keep:
