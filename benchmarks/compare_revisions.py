@@ -26,8 +26,8 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-# measurements of their run: wall times (as in test_determinism.py) and the process's RSS and seconds per
-# context length (Figure 10's memory curves)
+# measurements of their run: wall times (as in test_determinism.py) and the process's memory and seconds
+# as generation proceeds (MELT's memory figure)
 TIMED = {"table5.csv", "table13.csv", "claims.csv", "fig_memory_vs_length.json"}
 COMPARED = ("*.csv", "*.json")
 # the revision's own copy of its workflow, as its workflow tests make it
@@ -114,6 +114,7 @@ def main() -> None:
     for overlay in args.overlay:
         if not overlay.is_file():
             parser.error(f"--overlay {overlay}: no such file")
+    overlays = [o.resolve() for o in args.overlay]   # copied from each run's own directory
     scratch = Path(args.scratch or tempfile.mkdtemp(prefix="loopkv-compare-"))
     revs = {"before": git("rev-parse", args.before), "after": git("rev-parse", args.after)}
     runs = {}
@@ -121,8 +122,7 @@ def main() -> None:
         for name, rev in revs.items():
             config = " + ".join([args.configfile, *map(str, args.overlay)])
             print(f"# {name}: {rev[:12]}, {config}, on {args.cores} cores", flush=True)
-            runs[name] = run_revision(rev, scratch / name, args.configfile, [o.resolve() for o in args.overlay],
-                                      args.targets, args.cores)
+            runs[name] = run_revision(rev, scratch / name, args.configfile, overlays, args.targets, args.cores)
         same = compare_reports(runs["before"] / "reports", runs["after"] / "reports", args.cells)
     finally:
         if not args.keep:
