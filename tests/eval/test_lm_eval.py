@@ -50,6 +50,19 @@ def test_generation_through_lm_eval_equals_the_direct_evaluator(lm, micro_task_d
         assert result["metrics"][headline] == metrics[headline]
 
 
+def test_an_evaluation_runs_no_machine_report(lm, micro_task_dirs, monkeypatch):
+    # lm-eval's environment report (torch's collect_env, subprocesses) cost every shard job 1-2 s and
+    # no result reads it; the call is lm-eval's own, restored after the evaluation
+    import lm_eval.evaluator
+    import torch.utils.collect_env
+
+    reports = []
+    monkeypatch.setattr(torch.utils.collect_env, "get_pretty_env_info", lambda: reports.append(1) or "")
+    before = lm_eval.evaluator.add_env_info
+    result = run_task(lm, task_config("loopkv_cloze", micro_task_dirs["cloze"]), [0, 1])
+    assert reports == [] and result["n"] == 2 and lm_eval.evaluator.add_env_info is before
+
+
 def test_loglikelihoods_are_the_streamed_scores_and_greedy_flags_are_argmax(lm):
     from lm_eval.api.instance import Instance
 

@@ -1,11 +1,12 @@
 """Broken checkpoints give a clear error naming the file, not a traceback from deep inside torch."""
+import json
 import shutil
 
 import pytest
 import torch
 
 from loopkv.errors import LoopKVError
-from loopkv.models.loading import load_teacher
+from loopkv.models.loading import load_teacher, teacher_config
 from loopkv.train.checkpoint import load_checkpoint, save_checkpoint
 
 
@@ -24,6 +25,24 @@ def test_missing_config_and_weights_are_reported(tmp_path, reference_dir):
     shutil.copy(reference_dir / "config.json", tmp_path / "config.json")
     with pytest.raises(LoopKVError, match="no weight files"):
         load_teacher(tmp_path)
+
+
+def test_the_teachers_config_is_read_and_checked_without_its_weights(tmp_path, reference_dir):
+    # what melt-memory reads (the prompt token) before its measurements, holding no weights meanwhile
+    ckpt = tmp_path / "ouro"
+    shutil.copytree(reference_dir, ckpt)
+    weights = ckpt / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])   # unreadable weights: the config is still there
+    config = teacher_config(ckpt)
+    written = json.loads((reference_dir / "config.json").read_text())
+    for key in ("model_type", "bos_token_id", "hidden_size", "num_hidden_layers", "total_ut_steps", "vocab_size"):
+        assert getattr(config, key) == written[key], key
+    with pytest.raises(LoopKVError, match="no config.json"):
+        teacher_config(tmp_path)
+    (tmp_path / "config.json").write_text('{"model_type": "gpt2"}')
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    with pytest.raises(LoopKVError, match="model_type 'gpt2'"):
+        teacher_config(tmp_path)
 
 
 def test_loaded_teacher_is_frozen_and_in_eval_mode(reference_dir):

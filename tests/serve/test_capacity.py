@@ -47,3 +47,32 @@ def test_capacity_ratio_follows_compression_at_ouro_1p4b_on_meta():
 @pytest.mark.parametrize("edge,guess", [(10, 10), (10, 3), (10, 40), (1, 5), (0, 5), (100, 99)])
 def test_a_guess_is_verified_not_trusted(edge, guess):
     assert max_batch(lambda b: b <= edge, guess=guess) == edge
+
+
+@pytest.mark.parametrize("method,budget,read_path", [("full", "1x", None), ("lla", "4x", "fused"), ("lla", "4x", "full"),
+                                                     ("lla", "4x", "latent"), ("kv_quant", "4x", None),
+                                                     ("melt", "4x", None)])
+def test_a_probes_cache_is_freed_with_its_last_reference_and_no_collection_runs(method, budget, read_path, monkeypatch):
+    # what lets a CPU or meta probe skip gc.collect (a quarter second each): the cache holds no reference
+    # cycle, so its tensors go when the probe drops it
+    import gc
+    import weakref
+
+    from loopkv.serve import capacity as capacity_module
+    from loopkv.serve.footprint import fill_cache, served_cache
+
+    setting = served_setting(method, budget, METHODS_CFG, TINY)
+    cache = fill_cache(served_cache(setting, TINY, read_path=read_path, device="cpu", dtype=torch.float32),
+                       2, 40, torch.float32, "cpu", seed=0, random=False)
+    gc.disable()
+    try:
+        freed = weakref.ref(cache)
+        del cache
+        assert freed() is None
+    finally:
+        gc.enable()
+    collections = []
+    monkeypatch.setattr(capacity_module.gc, "collect", lambda *a: collections.append(a) or 0)
+    for device in ("cpu", "meta"):
+        cache_probe(setting, TINY, 40, 12_000_000, 1_000_000, device=device, read_path=read_path)(3)
+    assert collections == []

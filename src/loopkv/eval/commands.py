@@ -65,7 +65,7 @@ def _melt_memory(job) -> None:
     from loopkv.errors import LoopKVError
     from loopkv.eval.memory import bytes_over_loops, measure
     from loopkv.utils.device import describe
-    from loopkv.models.loading import load_teacher
+    from loopkv.models.loading import load_teacher, teacher_config
     from loopkv.models.melt_model import load_melt
 
     args, device = job.args, job.device
@@ -74,14 +74,16 @@ def _melt_memory(job) -> None:
     missing = [m for m in cfg["memory_methods"] if m in codec_methods() and m not in codecs]
     if missing:
         raise LoopKVError(f"codec methods {missing} need --codec METHOD=codec.pt")
-    teacher = load_teacher(args.teacher, dtype, device)
+    # the curves are measured in child processes, each loading its own model: this process holds no
+    # weights while they run (on a GPU they would share its memory)
     common = {"teacher": args.teacher, "student": args.student, "dtype": dtype, "methods_cfg": methods_cfg,
               "device": args.device,
               "lengths": cfg["memory_lengths"], "batch": cfg["memory_batch"], "prompt_len": 8,
-              "prompt_token": teacher.config.bos_token_id, "threads": args.threads}
+              "prompt_token": teacher_config(args.teacher).bos_token_id, "threads": args.threads}
     jobs = [{**common, "method": "full", "budget": "1x"},
             *({**common, "method": m, "budget": args.budget, "codec": codecs.get(m)} for m in cfg["memory_methods"])]
     curves = measure(jobs)
+    teacher = load_teacher(args.teacher, dtype, device)
     student = load_melt(args.student, dtype, device=device)
     loops = bytes_over_loops(teacher, student, [("full", "1x", methods_cfg)]
                              + [(m, args.budget, methods_cfg) for m in cfg["memory_methods"]],

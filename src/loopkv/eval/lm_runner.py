@@ -17,7 +17,7 @@ import json
 import os
 import random
 import tempfile
-
+from contextlib import contextmanager
 
 from loopkv.errors import LoopKVError
 
@@ -73,6 +73,21 @@ def stay_offline() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+@contextmanager
+def _no_environment_report():
+    """lm-eval ends each evaluation with a report of the machine (torch's collect_env: compiler, pip and
+    GPU queries in subprocesses, 1-2 s per shard job, measured) that no loopkv result reads: a job's
+    provenance records its environment. It is left out of the results for the duration."""
+    import lm_eval.evaluator as evaluator
+
+    report = evaluator.add_env_info
+    evaluator.add_env_info = lambda results: None
+    try:
+        yield
+    finally:
+        evaluator.add_env_info = report
+
+
 def run_task(lm, task_cfg: dict, doc_ids: list[int], cache_db: str | None = None, seed: int = 0) -> dict:
     """Evaluate `lm` (an lm-eval LM) on documents `doc_ids` of one task config (lm_tasks.task_config).
     Returns {"task", "doc_ids", "samples": [per-document metrics and output], "metrics": {metric: mean}}."""
@@ -87,10 +102,11 @@ def run_task(lm, task_cfg: dict, doc_ids: list[int], cache_db: str | None = None
         previous = os.environ.get("HF_DATASETS_CACHE")
         os.environ["HF_DATASETS_CACHE"] = hf_cache
         try:
-            out = simple_evaluate(model=lm, tasks=[task_cfg], task_manager=TaskManager(include_defaults=False),
-                                  samples={name: list(doc_ids)}, log_samples=True, bootstrap_iters=0,
-                                  use_cache=cache_db, random_seed=seed, numpy_random_seed=seed,
-                                  torch_random_seed=seed, fewshot_random_seed=seed)
+            with _no_environment_report():
+                out = simple_evaluate(model=lm, tasks=[task_cfg], task_manager=TaskManager(include_defaults=False),
+                                      samples={name: list(doc_ids)}, log_samples=True, bootstrap_iters=0,
+                                      use_cache=cache_db, random_seed=seed, numpy_random_seed=seed,
+                                      torch_random_seed=seed, fewshot_random_seed=seed)
         finally:
             if previous is None:
                 os.environ.pop("HF_DATASETS_CACHE", None)

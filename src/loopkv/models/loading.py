@@ -23,10 +23,8 @@ SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 
 
-def load_teacher(directory: str | Path, dtype: str = "float32", device: str | torch.device = "cpu"):
-    """Model in eval mode, weights frozen, on `device` (utils/device.py). A missing, truncated, foreign
-    or incomplete checkpoint raises LoopKVError naming the file instead of a traceback from deep
-    inside torch (or a silently re-initialised tensor)."""
+def teacher_config(directory: str | Path):
+    """The checkpoint's model config, checked as load_teacher checks it, without loading weights."""
     directory = Path(directory)
     if not (directory / "config.json").exists():
         raise LoopKVError(f"teacher checkpoint {directory}: no config.json (not a Hugging Face model directory)")
@@ -38,7 +36,18 @@ def load_teacher(directory: str | Path, dtype: str = "float32", device: str | to
                           f"of {sorted(MODULES)} (the looped families loopkv implements)")
     importlib.import_module(MODULES[config_json["model_type"]])
     try:
-        config = AutoConfig.from_pretrained(directory)
+        return AutoConfig.from_pretrained(directory)
+    except Exception as e:   # a config.json whose values the architecture rejects
+        raise LoopKVError(f"model config {directory / 'config.json'}: {type(e).__name__}: {e}") from e
+
+
+def load_teacher(directory: str | Path, dtype: str = "float32", device: str | torch.device = "cpu"):
+    """Model in eval mode, weights frozen, on `device` (utils/device.py). A missing, truncated, foreign
+    or incomplete checkpoint raises LoopKVError naming the file instead of a traceback from deep
+    inside torch (or a silently re-initialised tensor)."""
+    directory = Path(directory)
+    config = teacher_config(directory)
+    try:
         with torch.device("meta"):   # the architecture's tensors, without allocating them
             expected_model = AutoModelForCausalLM.from_config(config)
     except Exception as e:   # a config.json whose values the architecture rejects
