@@ -8,6 +8,8 @@ VENV ?= .venv
 VENV_ARGS ?=
 TORCH_SPEC ?= torch==2.13.0
 CORES ?= all
+# the suite's workers (pytest-xdist): a test file runs whole on one worker (tests/conftest.py)
+TEST_WORKERS ?= 2
 TARGET ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.loopkv-installed
@@ -33,10 +35,10 @@ reproduce: setup
 	$(BIN)/snakemake --profile workflow/profiles/default --cores $(CORES) $(TARGET)
 
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 test-fast: setup
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not slow"
 
 bench: setup
 	$(BIN)/python benchmarks/teacher_throughput.py

@@ -127,3 +127,39 @@ def pytest_runtest_makereport(item, call):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.outcome = "failed"
         report.longrepr = f"skipped in CI, where every test is required: {reason}"
+
+
+# Under pytest-xdist (`make test` runs two workers), tests go to workers a file at a time, so a module's
+# fixture (a DAG run, a trained model) is built once; the files that read the shared micro DAG
+# (`finished`, tests/workflow/conftest.py) go together to one worker, which builds it once; a file
+# whose tests share nothing costly is spread test by test. The end-to-end tests are scheduled first:
+# they are the long ones, and started last they would leave a worker idle. (xdist's own `loadgroup`
+# marks do not group under pytest 9, whose node ids xdist 3.8 cannot suffix: hence a scheduler.)
+READ_THE_MICRO_DAG = {f"tests/workflow/test_{name}.py" for name in (
+    "declared_reruns", "determinism", "end_to_end", "kill_dag", "kill_resume", "launch_ranks", "report_html")}
+SPREAD_PER_TEST = {"tests/test_device_placement.py"}   # ~6 minutes of independent lazy-device decodes
+
+
+def _scope(nodeid: str) -> str:
+    path = nodeid.split("::")[0]
+    return "micro DAG" if path in READ_THE_MICRO_DAG else nodeid if path in SPREAD_PER_TEST else path
+
+
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFixtureCost(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _scope(nodeid)
+
+    config.option.loadscopereorder = False   # keep the collection's order (slow first), not most tests first
+    return ByFixtureCost(config, log)
+
+
+def pytest_collection_modifyitems(config, items):
+    if not hasattr(config, "workerinput"):   # an xdist worker (the controller collects nothing)
+        return
+    outside = sorted({i.nodeid.split("::")[0] for i in items if "finished" in i.fixturenames} - READ_THE_MICRO_DAG)
+    if outside:
+        raise pytest.UsageError(f"tests/conftest.py: add {outside} to READ_THE_MICRO_DAG (they read `finished`)")
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
