@@ -3,8 +3,10 @@
 A host-wide `pgrep -u nobody` also sees the boxes of whatever else runs on the host (another pytest
 worker's sandbox tests, a DAG's humaneval jobs), so the sandbox tests look only at their own: this
 process is made a child subreaper while they run, so a box process that outlives its launcher is
-reparented here instead of to the host's init, and a leftover is then any process of the box user
-descended from this one."""
+reparented here instead of to the host's init, and a leftover is then any descendant of this one
+that is a box's: running as the box user (the harness run as root hands the box to nobody) or in
+another PID namespace (every box has its own; run as a normal user, its processes keep that user's
+uid, so the uid alone would see nothing)."""
 import ctypes
 import os
 import time
@@ -30,8 +32,17 @@ def adopting_orphans():
         _set_subreaper(False)
 
 
-def _processes() -> dict[int, tuple[int, str, set[int]]]:
-    """pid -> (parent pid, state, uids: real, effective, saved, filesystem) of every process readable now."""
+def _pid_namespace(pid: int | str) -> str | None:
+    """The process's PID namespace, None where it cannot be read (a process that hides itself)."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None
+
+
+def _processes() -> dict[int, tuple[int, str, set[int], str | None]]:
+    """pid -> (parent pid, state, uids: real, effective, saved, filesystem, PID namespace) of every
+    process readable now."""
     found = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -43,29 +54,34 @@ def _processes() -> dict[int, tuple[int, str, set[int]]]:
             continue
         fields = stat.rpartition(")")[2].split()
         uids = next(line.split()[1:] for line in status.splitlines() if line.startswith("Uid:"))
-        found[int(entry)] = (int(fields[1]), fields[0], {int(u) for u in uids})
+        found[int(entry)] = (int(fields[1]), fields[0], {int(u) for u in uids}, _pid_namespace(entry))
     return found
 
 
 def own_box_processes(uid: int = BOX_UID) -> list[int]:
-    """Processes running as `uid` (any of its four uids) descended from this process. Zombies that
-    are this process's own children (adopted orphans that exited) are reaped first: they are gone
-    but for the pid, and nothing else will collect them."""
-    me, table = os.getpid(), _processes()
-    for pid, (parent, state, uids) in table.items():
-        if parent == me and state == "Z" and uid in uids:
+    """Descendants of this process that are a box's: running as `uid` (any of its four uids) or
+    not in this process's PID namespace. Zombies that are this process's own children (adopted
+    orphans that exited) are reaped first: they are gone but for the pid, and nothing else will
+    collect them."""
+    me, mine, table = os.getpid(), _pid_namespace("self"), _processes()
+
+    def boxed(entry) -> bool:   # a zombie has no namespace left to read: its uid decides
+        return uid in entry[2] or (entry[1] != "Z" and entry[3] != mine)
+
+    for pid, entry in table.items():
+        if entry[0] == me and entry[1] == "Z" and boxed(entry):
             try:
                 os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:
                 pass
     table = _processes()
     children: dict[int, list[int]] = {}
-    for pid, (parent, _, _) in table.items():
-        children.setdefault(parent, []).append(pid)
+    for pid, entry in table.items():
+        children.setdefault(entry[0], []).append(pid)
     left, frontier = [], list(children.get(me, []))
     while frontier:
         pid = frontier.pop()
-        if uid in table[pid][2]:
+        if boxed(table[pid]):
             left.append(pid)
         frontier.extend(children.get(pid, []))
     return sorted(left)

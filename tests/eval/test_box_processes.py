@@ -3,6 +3,7 @@ process left, wherever they were reparented, and none that another process tree 
 import os
 import signal
 import subprocess
+import time
 
 import pytest
 from box_processes import BOX_UID, adopting_orphans, no_own_box_processes_left, own_box_processes
@@ -16,9 +17,14 @@ ORPHAN = ("import os, time\npid = os.fork()\nif pid == 0:\n    os.setsid()\n    
           "else:\n    print(pid, flush=True)\n")
 
 
-def _orphan() -> int:
-    run = subprocess.run(["/usr/bin/python3", "-I", "-c", ORPHAN], user=BOX_UID, group=BOX_UID, cwd="/",
-                         capture_output=True, text=True, timeout=30, check=True)
+# the same orphan as this process's own user, its sleep in a PID namespace of its own: a box as the
+# harness run by a normal user builds it (no change of user)
+NAMESPACED = ORPHAN.replace("time.sleep(60)", "os.execvp('unshare', ['unshare', '--pid', '--fork', 'sleep', '60'])")
+
+
+def _orphan(program: str = ORPHAN, **user) -> int:
+    run = subprocess.run(["/usr/bin/python3", "-I", "-c", program], cwd="/", capture_output=True, text=True,
+                         timeout=30, check=True, **(user or {"user": BOX_UID, "group": BOX_UID}))
     return int(run.stdout)
 
 
@@ -47,3 +53,19 @@ def test_a_box_user_process_of_another_tree_is_not_counted():
         assert own_box_processes() == []
     finally:
         _kill(pid)
+
+
+def test_a_process_in_another_pid_namespace_is_found_whatever_its_user():
+    with adopting_orphans():
+        unshare = _orphan(NAMESPACED, user=os.getuid())       # unshare, in this namespace, and its child
+        deadline = time.monotonic() + 10
+        while len(found := own_box_processes()) < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)                                  # until unshare has forked its child
+        try:
+            assert len(found) == 1 and found[0] != unshare
+            assert os.readlink(f"/proc/{found[0]}/ns/pid") != os.readlink("/proc/self/ns/pid")
+        finally:
+            _kill(unshare)                                    # its child dies with it (--fork: kill-child)
+            for pid in found:
+                _kill(pid)
+        assert no_own_box_processes_left()
