@@ -12,6 +12,8 @@ import os
 import time
 from contextlib import contextmanager
 
+import pytest
+
 BOX_UID = 65534            # the box user as the host sees it (nobody; the launcher's user namespace maps to it)
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -38,6 +40,14 @@ def _pid_namespace(pid: int | str) -> str | None:
         return os.readlink(f"/proc/{pid}/ns/pid")
     except OSError:
         return None
+
+
+@pytest.fixture(scope="module")
+def own_orphans():
+    """For a test module (import it there and `pytestmark = pytest.mark.usefixtures("own_orphans")`):
+    a box process that outlives its launcher comes back to the module's process, where the checks look."""
+    with adopting_orphans():
+        yield
 
 
 def _processes() -> dict[int, tuple[int, str, set[int], str | None]]:

@@ -10,14 +10,15 @@ import time
 from pathlib import Path
 
 import pytest
-from box_processes import adopting_orphans, no_own_box_processes_left
+from box_processes import no_own_box_processes_left, own_orphans  # noqa: F401 (a fixture)
 
 from loopkv.eval.code_exec import (humaneval_problems, humaneval_program, mbpp_problems, mbpp_program, pass_at_k,
                                   run_all)
 from loopkv.eval.sandbox import Limits, available, run_program
 
 OK, WHY = available()
-pytestmark = pytest.mark.skipif(not OK, reason=f"sandbox unavailable on this machine: {WHY}")
+pytestmark = [pytest.mark.skipif(not OK, reason=f"sandbox unavailable on this machine: {WHY}"),
+              pytest.mark.usefixtures("own_orphans")]
 QUICK = Limits(timeout_s=5, cpu_s=2, memory_mb=256, output_kb=64)
 
 
@@ -28,13 +29,6 @@ def project(tmp_path):
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "table.csv").write_text("a,b\n1,2\n")
     return tmp_path
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _own_orphans():
-    """A box process that outlives its launcher comes back to this process, where the checks look."""
-    with adopting_orphans():
-        yield
 
 
 def test_a_correct_program_passes_and_a_wrong_one_fails():

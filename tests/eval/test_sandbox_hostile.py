@@ -10,12 +10,13 @@ import time
 from pathlib import Path
 
 import pytest
-from box_processes import adopting_orphans, own_box_processes
+from box_processes import own_box_processes, own_orphans  # noqa: F401 (a fixture)
 
 from loopkv.eval.sandbox import Limits, allow_list, available, run_program
 
 OK, WHY = available()
-pytestmark = pytest.mark.skipif(not OK, reason=f"sandbox unavailable on this machine: {WHY}")
+pytestmark = [pytest.mark.skipif(not OK, reason=f"sandbox unavailable on this machine: {WHY}"),
+              pytest.mark.usefixtures("own_orphans")]
 LIMITS = Limits(timeout_s=4, cpu_s=2, memory_mb=256, output_kb=64, disk_kb=4096, inodes=256)
 MARK = "loopkv-attack"
 SHARED_DIRS = ("/dev/shm", "/var/tmp", "/run/lock", "/var/lock", "/tmp")
@@ -50,13 +51,6 @@ def settled_host_state(before: dict, within_s: float = 3.0) -> dict:
     while (state := host_state()) != before and time.monotonic() < deadline:
         time.sleep(0.1)
     return state
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _own_orphans():
-    """A box process that outlives its launcher comes back to this process, where the checks look."""
-    with adopting_orphans():
-        yield
 
 
 @pytest.fixture
